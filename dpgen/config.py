@@ -311,8 +311,19 @@ class TrainerConfig:
     checkpoint_every: int = 500
     #: tqdm progress bar
     progress: bool = True
+    #: generator optimizer: adam (betas, weight_decay) | sgd (momentum, weight_decay) | rmsprop
+    optimizer: str = "adam"
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.0
+    momentum: float = 0.0
 
     def __post_init__(self) -> None:
+        _choice(self.optimizer, "trainer.optimizer", ("adam", "sgd", "rmsprop"))
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"trainer.betas={list(self.betas)} is invalid: give two numbers in [0, 1).")
+        if self.weight_decay < 0 or self.momentum < 0:
+            raise ConfigError(f"trainer.weight_decay={self.weight_decay} / trainer.momentum={self.momentum} "
+                              "is invalid: both must be >= 0.")
         check_positive_int(self.batch_size, "trainer.batch_size")
         if self.steps is None and self.epochs is None:
             raise ConfigError("trainer.epochs and trainer.steps are both null: set one of them.")

@@ -36,6 +36,10 @@ class GenerativeMethod:
             return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
         return torch.randperm(n, generator=generator)[:batch_size]
 
+    def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
+        """Transform the in-memory private set once before training (default: unchanged)."""
+        return x, y
+
     # ---- loss and privacy ----------------------------------------------------------------
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

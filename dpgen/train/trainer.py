@@ -69,6 +69,17 @@ def mechanism_generators(cfg, device):
     return torch.Generator().manual_seed(s1), torch.Generator(device=device).manual_seed(s2)
 
 
+def make_optimizer(t, params) -> torch.optim.Optimizer:
+    """The optimizer ``trainer.optimizer`` names (adam | sgd | rmsprop) with the trainer's settings."""
+    if t.optimizer == "adam":
+        return torch.optim.Adam(params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay)
+    if t.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+    if t.optimizer == "rmsprop":
+        return torch.optim.RMSprop(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+    raise ValueError(f"trainer.optimizer={t.optimizer!r} is unknown: choose adam, sgd or rmsprop")
+
+
 def _truncate_jsonl(path: Path, max_step: int) -> None:
     if not path.exists():
         return
@@ -138,7 +149,7 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     method = make_method(cfg, num_classes=num_classes, data_dim=int(np.prod(shape)), n_private=n, steps=steps,
                          batch_size=t.batch_size)
     gen = make_generator(cfg.model.generator, shape, num_classes, cfg.model.code_dim).to(device)
-    opt = torch.optim.Adam(gen.parameters(), lr=t.lr)
+    opt = make_optimizer(t, gen.parameters())
     ckpt = Checkpointer(out / "checkpoints")
     jsonl = out / "metrics.jsonl"
     logger = make_logger(cfg, out)
@@ -177,6 +188,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
         print(f"[dpgen] the budget allows {method.max_steps} of the {steps} steps asked: training stops there")
     if in_memory:  # the whole set on the device at once
         X_dev, Y_dev = train_ds.tensors[0].to(device), train_ds.tensors[1].to(device)
+        # a method may transform the private set once before training (e.g. local privatisation)
+        X_dev, Y_dev = method.prepare_data(X_dev, Y_dev, out)
 
         def fetch(idx):
             return X_dev[idx], Y_dev[idx]
