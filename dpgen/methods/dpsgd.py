@@ -1,0 +1,313 @@
+"""DP-SGD (Abadi et al. 2016) for classifiers, with the WDP paper's three accountants side by side.
+
+The mechanism (one step, Poisson sampling at rate ``q = B / N``):
+
+1. per-example gradients ``g_i`` of the cross-entropy, by ``torch.func`` (``vmap(grad(.))`` over the
+   examples of the batch, in chunks of ``chunk_size`` to bound memory): :func:`per_sample_gradients`;
+2. each clipped to l2 norm ``<= C``: ``g_i * min(1, C / ||g_i||)`` (:func:`clip_gradients`);
+3. the sum plus Gaussian noise ``N(0, (sigma C)^2 I)``, divided by the expected batch size ``q N``
+   (the estimator opacus uses for Poisson batches); the optimizer steps on it.
+
+The accountants (``accountants=``), all fed from the same training:
+
+* ``moments`` -- the moments accountant (``dpgen.privacy.accountants.MomentsAccountant``): DP at
+  ``privacy.delta`` (1e-5). This is the run's ledger: the noise is calibrated against it and the run
+  stops before it would exceed ``privacy.epsilon``. ``rdp`` / ``opacus_rdp`` can be added as extra DP
+  ledgers (autodp / opacus).
+* ``bdp`` -- the Bayesian accountant (``dpgen.privacy.bayesian.BayesianAccountant``, Triastcyn & Faltings
+  2020) at ``bdp_delta`` (1e-10), Hoelder correction ``T`` = the run's planned steps.
+* ``wdp`` -- the Wasserstein accountant (``dpgen.privacy.wdp.WassersteinAccountant``, Theorems 2-3) at
+  ``wdp_delta`` (1e-10), order ``wdp_order`` (16) and ``beta`` = ``wdp_beta`` (32), the defaults of the
+  WDP authors' code.
+
+**Which gradient pairs, how many.** Both data-dependent accountants need distances ``||g - g'||`` of pairs
+of gradients of two different examples, i.e. of the two neighbouring datasets' contributions. Each step
+``pair_examples = k`` examples of the batch are drawn at random (by the mechanism's RNG) and all their
+``k (k - 1) / 2`` pairs are used (``k = 8`` -> 28 pairs per step, as many as the WDP authors' code uses).
+The gradients are the *clipped* per-example gradients the mechanism actually sums (so every distance is
+``<= 2 C``), which DP-SGD has already computed: the extra cost is one ``torch.pdist`` of ``k`` vectors
+plus the accountants' own arithmetic (``num_pairs`` numbers per step), measured per step and reported in
+the run's ``metrics.json`` (``timing_ms_per_step``). Using pairs from one batch (instead of independent
+pairs from the data distribution) follows Triastcyn & Faltings' own implementation. A step whose Poisson
+batch holds fewer than 2 examples is accounted with the worst case ``d = 2 C`` for every pair.
+
+Caveat (as in the BDP/WDP papers): the BDP and WDP budgets are computed from the private gradients and
+are not themselves released privately; the DP budget (moments accountant) is data-independent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dpgen.privacy.validation import PrivacyParameterError, check_delta, check_positive, check_sample_rate
+
+#: accountants dpsgd can run: the DP ledgers and the two pairwise (data-dependent) ones
+DP_ACCOUNTANTS = ("moments", "rdp", "opacus_rdp")
+PAIRWISE_ACCOUNTANTS = ("bdp", "wdp")
+ACCOUNTANT_CHOICES = DP_ACCOUNTANTS + PAIRWISE_ACCOUNTANTS
+#: the papers' framework name of each accountant's budget
+FRAMEWORK = {"moments": "DP", "rdp": "DP", "opacus_rdp": "DP", "bdp": "BDP", "wdp": "WDP"}
+
+
+# ----------------------------------------------------------------------------------------------
+# per-example gradients and clipping
+# ----------------------------------------------------------------------------------------------
+def per_sample_gradients(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                         chunk_size: Optional[int] = None, return_loss: bool = False):
+    """``{name: (B, *param.shape)}``: the gradient of each example's cross-entropy, by ``torch.func``.
+
+    Equal (to float round-off) to ``B`` single-example backward passes; the model must not mix
+    examples (no batch norm) and must be pure (no in-place activations). ``return_loss=True`` also
+    returns the ``(B,)`` per-example losses (computed in the same pass).
+    """
+    from torch.func import functional_call, grad, vmap
+
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def loss_one(p, b, xi, yi):
+        out = functional_call(model, (p, b), (xi.unsqueeze(0),))
+        loss = F.cross_entropy(out, yi.unsqueeze(0))
+        return loss, loss.detach()
+
+    grads, losses = vmap(grad(loss_one, has_aux=True), in_dims=(None, None, 0, 0),
+                         chunk_size=chunk_size)(params, buffers, x, y)
+    return (grads, losses) if return_loss else grads
+
+
+def flatten_gradients(grads: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """``(B, P)``: the per-example gradients of every parameter, concatenated."""
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
+
+
+def check_clip(clip) -> float:
+    return check_positive(clip, "method.clip", "the per-example gradient clipping bound C, e.g. 1.0")
+
+
+def clip_gradients(flat: torch.Tensor, clip: float):
+    """Rows of ``flat`` rescaled to l2 norm ``<= clip``; returns ``(clipped, norms before clipping)``."""
+    c = check_clip(clip)
+    norms = flat.norm(dim=1)
+    factor = torch.clamp(c / norms.clamp_min(1e-12), max=1.0)
+    return flat * factor[:, None], norms
+
+
+def pair_distances(g: torch.Tensor) -> np.ndarray:
+    """``||g_i - g_j||`` of all ``k (k - 1) / 2`` pairs ``i < j`` of the rows of ``g`` (float64 numpy)."""
+    if g.shape[0] < 2:
+        raise PrivacyParameterError(
+            f"pair_examples={g.shape[0]}: the pairwise accountants need at least 2 gradients per step.")
+    return torch.pdist(g.float()).double().cpu().numpy()
+
+
+# ----------------------------------------------------------------------------------------------
+# the method
+# ----------------------------------------------------------------------------------------------
+class DPSGD:
+    """DP-SGD's mechanism + the accountants of one classification run (see module doc).
+
+    ``private=False`` gives plain SGD (no clipping, no noise, no accountant): the non-private baseline.
+    """
+
+    name = "dpsgd"
+
+    def __init__(
+        self,
+        *,
+        clip: float = 1.0,
+        noise_multiplier: Optional[float] = None,
+        sample_rate: float = 0.01,
+        expected_batch_size: float = 1.0,
+        accountants: Sequence[str] = ("moments", "bdp", "wdp"),
+        delta: float = 1e-5,
+        bdp_delta: float = 1e-10,
+        wdp_delta: float = 1e-10,
+        wdp_order: float = 16.0,
+        wdp_beta: float = 32.0,
+        bdp_orders: Optional[Sequence[int]] = None,
+        pair_examples: int = 8,
+        total_steps: int = 1,
+        batch_size: Optional[int] = None,
+        private: bool = True,
+        chunk_size: Optional[int] = None,
+    ) -> None:
+        from dpgen.privacy.accountants import make_accountant
+
+        self.private = bool(private)
+        self.clip = check_clip(clip)
+        self.chunk_size = chunk_size
+        self.sample_rate = check_sample_rate(sample_rate)
+        self.expected_batch_size = float(expected_batch_size)
+        self.accountants: Dict[str, Any] = {}
+        self.deltas: Dict[str, float] = {}
+        self.noise_multiplier = None
+        self.pair_examples = int(pair_examples)
+        self.timing = {"sgd": 0.0, "pairs": 0.0, **{a: 0.0 for a in ACCOUNTANT_CHOICES}}
+        self.timed_steps = 0
+        if not self.private:
+            return
+        self.noise_multiplier = check_positive(noise_multiplier, "method.noise_multiplier",
+                                               "the Gaussian noise std divided by C")
+        names = list(dict.fromkeys(["moments", *accountants]))  # the moments accountant is the ledger
+        for a in names:
+            if a not in ACCOUNTANT_CHOICES:
+                raise PrivacyParameterError(
+                    f"method.accountants contains {a!r}, an unknown accountant: choose from "
+                    f"{', '.join(ACCOUNTANT_CHOICES)} (DP: moments, rdp, opacus_rdp; BDP: bdp; WDP: wdp).")
+        pairwise = [a for a in names if a in PAIRWISE_ACCOUNTANTS]
+        if pairwise:
+            need = 3 if "bdp" in pairwise else 2
+            if batch_size is not None and int(batch_size) < 2:
+                raise PrivacyParameterError(
+                    f"trainer.batch_size={batch_size} is invalid with method.accountants={pairwise}: the "
+                    "Bayesian and Wasserstein accountants measure pairs of per-example gradients from each "
+                    "batch, and a batch of 1 has no pair; use trainer.batch_size >= 2 (e.g. 64), or drop "
+                    "bdp/wdp from method.accountants.")
+            if self.pair_examples < need:
+                raise PrivacyParameterError(
+                    f"method.pair_examples={pair_examples} is invalid with method.accountants={pairwise}: "
+                    f"each step needs at least {need} gradients ({need * (need - 1) // 2} pairs"
+                    f"{'; the Bayesian accountant estimates from >= 2 pairs' if need == 3 else ''}); e.g. 8.")
+            if batch_size is not None and self.pair_examples > int(batch_size):
+                raise PrivacyParameterError(
+                    f"method.pair_examples={pair_examples} is larger than trainer.batch_size={batch_size}: "
+                    "the pairs come from the batch; lower method.pair_examples.")
+        for a in names:
+            if a == "moments":
+                self.accountants[a] = make_accountant("moments")
+                self.deltas[a] = check_delta(delta, "privacy.delta")
+            elif a == "rdp":
+                self.accountants[a] = make_accountant("rdp", sampling="poisson")
+                self.deltas[a] = check_delta(delta, "privacy.delta")
+            elif a == "opacus_rdp":
+                self.accountants[a] = make_accountant("opacus_rdp")
+                self.deltas[a] = check_delta(delta, "privacy.delta")
+            elif a == "bdp":
+                kw = {"total_steps": int(total_steps)}
+                if bdp_orders:
+                    kw["orders"] = list(bdp_orders)
+                self.accountants[a] = make_accountant("bdp", **kw)
+                self.deltas[a] = check_delta(bdp_delta, "method.bdp_delta")
+            elif a == "wdp":
+                self.accountants[a] = make_accountant("wdp", order=wdp_order, beta=wdp_beta)
+                self.deltas[a] = check_delta(wdp_delta, "method.wdp_delta")
+
+    # -- properties --------------------------------------------------------------------------------
+    @property
+    def noise_std(self) -> float:
+        """Std of the Gaussian noise added to the sum of clipped gradients: ``sigma * C``."""
+        return float(self.noise_multiplier * self.clip)
+
+    @property
+    def pairwise(self) -> List[str]:
+        return [a for a in self.accountants if a in PAIRWISE_ACCOUNTANTS]
+
+    # -- one step -----------------------------------------------------------------------------------
+    def private_gradient(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                         noise_gen: Optional[torch.Generator] = None,
+                         pair_idx: Optional[torch.Tensor] = None):
+        """Set ``p.grad`` of every trainable parameter to DP-SGD's noisy gradient for this batch.
+
+        ``pair_idx``: positions (in the batch) of the examples whose clipped gradients feed the pairwise
+        accountants. Returns ``(mean loss, pair distances or None)``.
+        """
+        params = [p for p in model.parameters() if p.requires_grad]
+        device = params[0].device
+        total = torch.zeros(sum(p.numel() for p in params), device=device)
+        pair_rows = None
+        loss_sum = 0.0
+        n = int(x.shape[0])
+        if n > 0:
+            if pair_idx is not None and len(pair_idx) >= 2:
+                # put the pair examples first, so the first chunk holds them (the sum is order-free)
+                rest = torch.ones(n, dtype=torch.bool, device=x.device)
+                rest[pair_idx] = False
+                order = torch.cat([pair_idx.to(x.device), torch.nonzero(rest).flatten()])
+                x, y = x[order], y[order]
+            cs = self.chunk_size or n
+            cs = max(cs, len(pair_idx) if pair_idx is not None else 0)
+            for s in range(0, n, cs):
+                xb, yb = x[s:s + cs], y[s:s + cs]
+                grads, losses = per_sample_gradients(model, xb, yb, return_loss=True)
+                clipped, _ = clip_gradients(flatten_gradients(grads), self.clip)
+                del grads
+                total += clipped.sum(0)
+                if s == 0 and pair_idx is not None and len(pair_idx) >= 2:
+                    pair_rows = clipped[: len(pair_idx)].detach()
+                loss_sum += float(losses.sum())
+        noise = torch.randn(total.shape, generator=noise_gen, device=device) * self.noise_std
+        flat = (total + noise) / self.expected_batch_size
+        off = 0
+        for p in params:
+            p.grad = flat[off:off + p.numel()].view_as(p).clone()
+            off += p.numel()
+        t0 = time.perf_counter()
+        dist = pair_distances(pair_rows) if pair_rows is not None else None
+        self.timing["pairs"] += time.perf_counter() - t0
+        return (loss_sum / n if n else float("nan")), dist
+
+    def account(self, distances: Optional[np.ndarray] = None) -> None:
+        """Record one step in every accountant (worst case ``d = 2 C`` when the batch had no pair)."""
+        if not self.private:
+            return
+        if self.pairwise and distances is None:
+            k = self.pair_examples
+            distances = np.full(k * (k - 1) // 2, 2.0 * self.clip)
+        for a, acc in self.accountants.items():
+            t0 = time.perf_counter()
+            if a in PAIRWISE_ACCOUNTANTS:
+                acc.step(noise_std=self.noise_std, sample_rate=self.sample_rate, distances=distances)
+            else:
+                acc.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+            self.timing[a] += time.perf_counter() - t0
+
+    # -- reading ------------------------------------------------------------------------------------
+    def epsilons(self) -> Dict[str, float]:
+        """Epsilon spent under every accountant, each at its own delta."""
+        return {a: float(acc.get_epsilon(self.deltas[a])) for a, acc in self.accountants.items()}
+
+    def epsilon(self) -> float:
+        """The ledger: the moments accountant's epsilon at ``privacy.delta`` (0 when not private)."""
+        if not self.private:
+            return 0.0
+        return float(self.accountants["moments"].get_epsilon(self.deltas["moments"]))
+
+    @property
+    def steps(self) -> int:
+        return self.accountants["moments"].steps if self.private else 0
+
+    # -- state --------------------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        return {"private": self.private, "noise_multiplier": self.noise_multiplier, "clip": self.clip,
+                "sample_rate": self.sample_rate,
+                "accountants": {a: acc.state_dict() for a, acc in self.accountants.items()},
+                "timing": dict(self.timing), "timed_steps": self.timed_steps}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if bool(state.get("private")) != self.private:
+            raise ValueError("checkpoint is from a run with method.private="
+                             f"{state.get('private')}, this one has {self.private}: resume with the same method.")
+        if self.private:
+            for key in ("noise_multiplier", "clip", "sample_rate"):
+                if not math.isclose(float(state[key]), float(getattr(self, key)), rel_tol=1e-9):
+                    raise ValueError(f"checkpoint has {key}={state[key]} but this run has {getattr(self, key)}: "
+                                     "resume with the settings the run was started with.")
+            missing = set(self.accountants) - set(state["accountants"])
+            if missing:
+                raise ValueError(f"checkpoint has no state for accountants {sorted(missing)}: resume with "
+                                 f"method.accountants={sorted(state['accountants'])}.")
+            for a, acc in self.accountants.items():
+                acc.load_state_dict(state["accountants"][a])
+        self.timing.update(state.get("timing", {}))
+        self.timed_steps = int(state.get("timed_steps", 0))
+
+
+def attack_probability(epsilon: float) -> float:
+    """Triastcyn & Faltings' bound on a membership attack's success, ``1 / (1 + exp(-epsilon))``."""
+    return float(1.0 / (1.0 + math.exp(-float(epsilon))))

@@ -1,0 +1,211 @@
+"""``make table-wdp-dl``: WDP Table 2 (DP-SGD image classification under DP, BDP and WDP) + a figure.
+
+For each dataset: a non-private run (plain SGD, the accuracy column) and a private DP-SGD run of the
+preset ``conf/experiment/wdp_dl_<dataset>.yaml`` (the Triastcyn & Faltings CNN; sigma calibrated so that
+the moments accountant reaches the row's DP epsilon at delta 1e-5), whose same training is accounted by
+the moments (DP, 1e-5), Bayesian (BDP, 1e-10) and Wasserstein (WDP, 1e-10) accountants. Each epsilon is
+also given as the attack-success probability ``1/(1+exp(-eps))``. The paper's row is printed beside ours
+(mnist10k and usps compare with the MNIST row). A dataset whose files are absent is listed as skipped.
+
+    python -m dpgen.tables.wdp_dl --scale smoke|cpu|paper [--datasets mnist10k,usps] [--data-root DIR]
+
+Writes outputs/tables/wdp_table2.csv (+ .md) and outputs/figures/wdp_table2_epsilons.png (the three
+epsilons against the epoch for the first dataset); runs under outputs/runs/wdp_dl/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from dpgen.utils.io import outputs_dir, write_table
+from dpgen.utils.paper import read_paper_table
+
+COLUMNS = ["dataset", "nonprivate_acc", "nonprivate_acc_paper", "private_acc", "private_acc_paper",
+           "eps_DP", "eps_DP_paper", "attack_DP", "attack_DP_paper",
+           "eps_BDP", "eps_BDP_paper", "attack_BDP", "attack_BDP_paper",
+           "eps_WDP", "eps_WDP_paper", "attack_WDP", "attack_WDP_paper",
+           "sigma", "steps", "epochs", "ms_per_step_dpsgd", "overhead_bdp_pct", "overhead_wdp_pct",
+           "wall_s", "status"]
+PRESET = {"mnist": "mnist", "fashion_mnist": "fmnist", "cifar10": "cifar10", "svhn": "svhn",
+          "mnist10k": "mnist10k", "usps": "usps"}
+PAPER_ROW = {"mnist": "MNIST", "fashion_mnist": "F-MNIST", "cifar10": "CIFAR-10", "svhn": "SVHN",
+             "mnist10k": "MNIST", "usps": "MNIST"}
+ACC_KEY = {"moments": "DP", "bdp": "BDP", "wdp": "WDP"}
+
+SCALES = {
+    # seconds: a few steps on a slice of the work (checks the pipeline, not the numbers)
+    "smoke": {"overrides": ["trainer.epochs=null", "trainer.steps=6", "trainer.batch_size=64",
+                            "method.pair_examples=4"], "datasets": "mnist10k"},
+    # what a 2-core CPU allows in minutes: 5 epochs at batch 256 (mnist10k: 157 steps, usps: 145)
+    "cpu": {"overrides": ["trainer.epochs=5", "trainer.batch_size=256"], "datasets": "mnist10k,usps"},
+    # the presets as written (25 epochs at batch 1024 on the full datasets)
+    "paper": {"overrides": [], "datasets": "mnist,fashion_mnist,cifar10,svhn"},
+}
+
+
+def _compose(preset: str, overrides: List[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from dpgen.config import register_configs, validate
+    from dpgen.utils.io import REPO_ROOT
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return validate(compose(config_name="config", overrides=[f"experiment={preset}", *overrides]))
+
+
+def _paper(ds: str) -> Dict[str, str]:
+    rows = {r["dataset"]: r for r in read_paper_table("wdp_table2_deep_learning")}
+    return rows.get(PAPER_ROW[ds], {})
+
+
+def _f(v, nd=4):
+    try:
+        return round(float(v), nd)
+    except (TypeError, ValueError):
+        return None
+
+
+def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int = 0,
+              reuse_runs: bool = False) -> List[Dict]:
+    from dpgen.tasks.classification import train_classifier
+
+    def train(cfg, out: Path):
+        """Train, or with ``reuse_runs`` read the finished run already in ``out`` (its metrics.json)."""
+        if reuse_runs and (out / "metrics.json").exists():
+            print(f"[dpgen] reusing {out / 'metrics.json'}")
+            return json.loads((out / "metrics.json").read_text())
+        return train_classifier(cfg, out)
+
+    spec = SCALES[scale]
+    rows = []
+    for ds in datasets:
+        paper = _paper(ds)
+        row: Dict = {"dataset": ds,
+                     "nonprivate_acc_paper": _f(paper.get("nonprivate_acc")),
+                     "private_acc_paper": _f(paper.get("private_acc"))}
+        for k in ("DP", "BDP", "WDP"):
+            row[f"eps_{k}_paper"] = _f(paper.get(f"eps_{k}"))
+            row[f"attack_{k}_paper"] = _f(paper.get(f"attack_{k}"))
+        t0 = time.time()
+        try:
+            base = [*spec["overrides"], f"seed={seed}", "trainer.progress=false"]
+            if data_root:
+                base.append(f"dataset.data_root={data_root}")
+            root = outputs_dir() / "runs" / "wdp_dl" / scale / ds
+            mp = train(_compose(f"wdp_dl_{PRESET[ds]}", [*base, "method.private=false"]),
+                                  root / "nonprivate")
+            row["nonprivate_acc"] = round(mp["test_acc"], 2)
+            m = train(_compose(f"wdp_dl_{PRESET[ds]}", base), root / "private")
+            row["private_acc"] = round(m["test_acc"], 2)
+            p = m["privacy"]
+            for a, k in ACC_KEY.items():
+                r = p["accountants"].get(a)
+                if r:
+                    row[f"eps_{k}"] = round(r["epsilon"], 4)
+                    row[f"attack_{k}"] = round(r["attack_probability"], 4)
+            tm = m["timing_ms_per_step"]
+            ov = tm.get("overhead_vs_dpsgd_percent", {})
+            row.update(sigma=round(p["noise_multiplier"], 4), steps=m["steps"], epochs=m["epochs"],
+                       ms_per_step_dpsgd=tm.get("sgd"), overhead_bdp_pct=ov.get("bdp"),
+                       overhead_wdp_pct=ov.get("wdp"), status="ok")
+            row["_run"] = str(root / "private")
+            row["wall_s"] = round(mp["wall_seconds"] + m["wall_seconds"], 1)  # both runs (also when reused)
+        except FileNotFoundError as e:
+            row["status"] = "skipped: " + " ".join(str(e).split())[:300]
+        row.setdefault("wall_s", round(time.time() - t0, 1))
+        rows.append(row)
+        print(f"[dpgen] {ds}: {row['status'][:80]}  acc non-private {row.get('nonprivate_acc')} "
+              f"(paper {row['nonprivate_acc_paper']}), private {row.get('private_acc')} "
+              f"(paper {row['private_acc_paper']}); eps DP {row.get('eps_DP')} (paper {row['eps_DP_paper']}), "
+              f"BDP {row.get('eps_BDP')} (paper {row['eps_BDP_paper']}), WDP {row.get('eps_WDP')} "
+              f"(paper {row['eps_WDP_paper']})", flush=True)
+    return rows
+
+
+def epsilon_figure(run_dir: Path, dataset: str, scale: str):
+    """The three epsilons against the epoch, from a private run's metrics.jsonl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpgen.utils.io import save_figure
+
+    recs = [json.loads(l) for l in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    recs = [r for r in recs if "eps_moments" in r]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for a, k, style in (("moments", "DP (moments, $\\delta$=1e-5)", "-o"),
+                        ("bdp", "BDP (Bayesian, $\\delta$=1e-10)", "-s"),
+                        ("wdp", "WDP (Wasserstein, $\\delta$=1e-10)", "-^")):
+        pts = [(r["epoch"], r[f"eps_{a}"]) for r in recs if f"eps_{a}" in r]
+        if pts:
+            ax.plot(*zip(*pts), style, ms=3, label=k)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("$\\varepsilon$ spent")
+    ax.set_yscale("log")
+    ax.set_title(f"DP-SGD on {dataset}: three accountants, one training (SCALE={scale})", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, "wdp_table2_epsilons")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=list(SCALES), default="smoke")
+    ap.add_argument("--datasets", default=None, help="comma-separated (default: the scale's)")
+    ap.add_argument("--data-root", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reuse-runs", action="store_true",
+                    help="read finished runs under outputs/runs/wdp_dl/<scale>/ instead of training again")
+    args = ap.parse_args(argv)
+    datasets = [d.strip() for d in (args.datasets or SCALES[args.scale]["datasets"]).split(",") if d.strip()]
+    for d in datasets:
+        if d not in PRESET:
+            ap.error(f"--datasets: {d!r} is not one of {', '.join(PRESET)}")
+    rows = run_table(args.scale, datasets, args.data_root, args.seed, args.reuse_runs)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if ok:
+        epsilon_figure(Path(ok[0]["_run"]), ok[0]["dataset"], args.scale)
+    notes = [
+        f"SCALE={args.scale}: {SCALES[args.scale]['overrides']} on top of conf/experiment/wdp_dl_<dataset>.yaml "
+        "(Triastcyn & Faltings CNN with GroupNorm, Adam 1e-3, C = 1, Poisson batches, sigma calibrated so the "
+        "moments accountant reaches the row's DP epsilon at delta 1e-5).",
+        "One private training per dataset, accounted at once by the moments (DP, delta 1e-5), Bayesian "
+        "(BDP, delta 1e-10, gamma 1e-16, Hoelder T = planned steps) and Wasserstein (WDP, delta 1e-10, "
+        "order 16, beta 32) accountants of dpgen.privacy; BDP/WDP use the 28 pairs of 8 clipped per-example "
+        "gradients drawn from each batch. attack_* = 1/(1+exp(-eps)).",
+        "The paper let each framework pick its own noise sigma (its text); here the three share one "
+        "training, so the columns answer: how much privacy does *this* training spend under each framework.",
+        "The Wasserstein accountant's per-step loss (Theorem 2) grows with the noise std sigma*C, so with "
+        "the sigma a meaningful DP guarantee needs, eps_WDP is far above the paper's; the WDP authors' code "
+        "uses sigma*C = 0.01 and leave-one-out batch-mean gradients (distances ~1/B of ours).",
+        "eps_BDP > eps_DP here, unlike the paper: DP's moments accountant uses add/remove neighbours "
+        "(sensitivity C), the Bayesian accountant the distance between two examples' clipped gradients, "
+        "which is ~1.0-1.4 C for this CNN (most per-example gradients are clipped to norm C and point in "
+        "different directions), at delta 1e-10 instead of 1e-5 and with the upper confidence bound of 28 "
+        "samples at confidence 1 - 1e-16. Triastcyn & Faltings' small BDP values come from their (non "
+        "per-example) clipping of batch-mean gradients, whose leave-one-out differences are ~1/B of ours.",
+        "ms_per_step_dpsgd: one DP-SGD step (per-example gradients by torch.func in chunks of 32, clip, noise, "
+        "Adam) on this shared 2-core CPU; overhead_*_pct: the pair distances plus that accountant's own "
+        "arithmetic per step, relative to it.",
+        "mnist10k / usps rows compare with the paper's MNIST row (8,000 / 7,291 training images, not 60,000).",
+        "Test accuracy is measured once after training (no model selection or early stopping on the test set).",
+    ]
+    for r in rows:
+        r.pop("_run", None)
+    write_table("wdp_table2", rows, COLUMNS,
+                title=f"WDP Table 2: DP-SGD classification, epsilon under DP / BDP / WDP, SCALE={args.scale}",
+                notes=notes)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""``task=classification method=dpsgd``: a CNN trained with DP-SGD, three accountants side by side.
+
+The loop (separate from the generative trainer, with the same guarantees):
+
+* ``trainer.device=auto`` (CUDA when present), ``seed`` for the model and the public randomness; the
+  mechanism's randomness (Poisson batches, the pair examples, the noise) from OS entropy unless
+  ``privacy.secret_randomness=false`` (see ``dpgen.train.trainer.mechanism_generators``);
+* Poisson batches at ``q = trainer.batch_size / N``; ``trainer.epochs`` (or ``trainer.steps``) with one
+  epoch = ``ceil(N / B)`` steps; tqdm progress;
+* noise: ``method.noise_multiplier`` or, when null, calibrated so that the moments accountant reaches
+  ``privacy.epsilon`` at ``privacy.delta`` after the planned steps; with a fixed noise the run stops before
+  the step that would exceed the budget (``stop_reason`` says so);
+* checkpoints (``trainer.checkpoint_every`` steps and at the end, atomic): model, optimizer, RNG states,
+  step, and the state of *every* accountant, so ``resume=true`` never under-counts; steps after the last
+  checkpoint are discarded on resume together with their log lines;
+* ``metrics.jsonl``: ``step, epoch, loss`` and the epsilon of each accountant (``eps_moments``, ``eps_bdp``,
+  ``eps_wdp``) every ``trainer.log_every`` steps and at the end of each epoch; ``metrics.json`` at the end:
+  test accuracy (the test split is used once, after training: no model selection, no early stopping on
+  it), epsilons, deltas, attack probabilities ``1/(1+exp(-eps))``, sigma, C, q, steps, timings
+  (``timing_ms_per_step``: DP-SGD step, pair distances, each accountant) and wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+from dpgen.methods.dpsgd import DPSGD, FRAMEWORK, attack_probability
+
+
+def make_dpsgd(cfg, n: int, steps: int) -> DPSGD:
+    """The method object of a run: calibrated (or given) noise and the configured accountants."""
+    from dpgen.privacy.calibration import calibrate_noise_multiplier
+
+    m, t = cfg.method, cfg.trainer
+    q = t.batch_size / n
+    common = dict(clip=m.clip, sample_rate=q, expected_batch_size=q * n, batch_size=t.batch_size,
+                  chunk_size=m.chunk_size)
+    if not m.private:
+        return DPSGD(private=False, **common)
+    z = m.noise_multiplier
+    if z is None:
+        z = calibrate_noise_multiplier(cfg.privacy.epsilon, cfg.privacy.delta, q, steps, sampling="poisson",
+                                       accountant="moments", rel_tol=cfg.privacy.rel_tol)
+    return DPSGD(noise_multiplier=z, accountants=list(m.accountants), delta=cfg.privacy.delta,
+                 bdp_delta=m.bdp_delta, wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta,
+                 pair_examples=m.pair_examples, total_steps=steps, **common)
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, X: torch.Tensor, Y: torch.Tensor, device, batch_size: int = 1000) -> float:
+    model.eval()
+    correct = 0
+    for i in range(0, X.shape[0], batch_size):
+        xb, yb = X[i:i + batch_size].to(device), Y[i:i + batch_size].to(device)
+        correct += int((model(xb).argmax(1) == yb).sum())
+    model.train()
+    return 100.0 * correct / max(1, X.shape[0])
+
+
+def train_classifier(cfg, output_dir) -> Dict[str, Any]:
+    """Train ``cfg.method`` (dpsgd) on ``cfg.dataset``; test once; write the run's files. Returns metrics."""
+    from tqdm.auto import tqdm
+
+    from dpgen.data import as_tensors, load_dataset
+    from dpgen.models.classifiers import make_classifier
+    from dpgen.models.generators import count_parameters
+    from dpgen.privacy.calibration import steps_for_epochs, steps_to_epsilon
+    from dpgen.train.checkpoint import Checkpointer, rng_state, set_rng_state
+    from dpgen.train.trainer import (_truncate_jsonl, make_optimizer, mechanism_generators, resolve_device,
+                                     seed_everything)
+    from dpgen.utils.io import write_json
+
+    if cfg.method.name != "dpsgd":
+        raise ValueError(f"task=classification trains method=dpsgd, not method={cfg.method.name!r}: "
+                         "use method=dpsgd (method.private=false for the non-private baseline).")
+    t_start = time.time()
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t = cfg.trainer
+    device = resolve_device(t.device)
+    seed_everything(cfg.seed)
+    sampler_gen, noise_gen = mechanism_generators(cfg, device)
+
+    ds_opts = dict(getattr(cfg.dataset, "options", {}) or {})
+    train_ds = load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
+                            download=cfg.dataset.download, **ds_opts)
+    X, Y = as_tensors(train_ds)
+    X, Y = X.float().to(device), Y.long().to(device)
+    n = int(X.shape[0])
+    shape = tuple(X.shape[1:])
+    num_classes = int(getattr(train_ds, "num_classes", 0) or cfg.dataset.num_classes or int(Y.max()) + 1)
+    if t.batch_size > n:
+        raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the dataset ({n} records): lower it.")
+    steps_per_epoch = math.ceil(n / t.batch_size)
+    steps = int(t.steps) if t.steps is not None else steps_for_epochs(n, t.batch_size, t.epochs)
+
+    method = make_dpsgd(cfg, n, steps)
+    target_steps = steps
+    stop_reason = "completed"
+    if method.private and cfg.method.noise_multiplier is not None:
+        allowed = steps_to_epsilon(cfg.privacy.epsilon, cfg.privacy.delta, method.noise_multiplier,
+                                   method.sample_rate, sampling="poisson", accountant="moments")
+        if allowed == 0:
+            raise ValueError(f"privacy.epsilon={cfg.privacy.epsilon} at delta={cfg.privacy.delta} is spent by not even one "
+                             f"step with method.noise_multiplier={method.noise_multiplier} at q={method.sample_rate:.4g}: "
+                             "raise the noise or the budget (or set method.noise_multiplier=null to calibrate it).")
+        if allowed < steps:
+            target_steps = allowed
+            print(f"[dpgen] the budget allows {allowed} of the {steps} steps asked: training stops there")
+    model = make_classifier(shape, num_classes, arch=cfg.task.model, norm=cfg.task.norm).to(device)
+    opt = make_optimizer(t, model.parameters())
+    ckpt = Checkpointer(out / "checkpoints")
+    jsonl = out / "metrics.jsonl"
+
+    step = 0
+    if cfg.resume and ckpt.exists():
+        state = ckpt.load()
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        method.load_state_dict(state["method"])
+        set_rng_state(state["rng"])
+        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
+            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
+            noise_gen.set_state(state["mechanism_rng"]["noise"])
+        step = int(state["step"])
+        _truncate_jsonl(jsonl, step)
+        print(f"[dpgen] resumed from {ckpt.path} at step {step} (DP epsilon so far {method.epsilon():.4f})")
+    else:
+        if cfg.resume:
+            print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
+        if jsonl.exists():
+            jsonl.unlink()
+
+    def checkpoint():
+        ckpt.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "method": method.state_dict(),
+                   "rng": rng_state(), "step": step,
+                   **({} if cfg.privacy.secret_randomness else
+                      {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})})
+
+    def log(rec):
+        with open(jsonl, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    perm, pos = None, 0  # non-private: shuffled epochs
+    last_loss = float("nan")
+    bar = tqdm(total=target_steps, initial=step, desc=f"dpsgd{'' if method.private else ' (non-private)'} on "
+               f"{cfg.dataset.name}", disable=not t.progress, dynamic_ncols=True)
+    model.train()
+    while step < target_steps:
+        t0 = time.perf_counter()
+        if method.private:
+            idx = torch.nonzero(torch.rand(n, generator=sampler_gen) < method.sample_rate).flatten()
+            k = min(method.pair_examples, idx.numel())
+            pair_idx = torch.randperm(idx.numel(), generator=sampler_gen)[:k] if method.pairwise and k >= 2 else None
+            idx = idx.to(device)
+            opt.zero_grad(set_to_none=True)
+            t_pairs = method.timing["pairs"]
+            loss, dist = method.private_gradient(model, X[idx], Y[idx], noise_gen=noise_gen, pair_idx=pair_idx)
+            opt.step()
+            # plain DP-SGD's time: the step minus the pair distances (timed apart, an accountant cost)
+            method.timing["sgd"] += time.perf_counter() - t0 - (method.timing["pairs"] - t_pairs)
+            method.account(dist)
+            method.timed_steps += 1
+        else:
+            if perm is None or pos >= n:
+                perm, pos = torch.randperm(n, generator=sampler_gen).to(device), 0
+            idx = perm[pos:pos + t.batch_size]
+            pos += t.batch_size
+            opt.zero_grad(set_to_none=True)
+            lt = F.cross_entropy(model(X[idx]), Y[idx])
+            lt.backward()
+            opt.step()
+            loss = float(lt.detach())
+            method.timing["sgd"] += time.perf_counter() - t0
+            method.timed_steps += 1
+        step += 1
+        bar.update(1)
+        if not math.isfinite(loss) and idx.numel() > 0:
+            if ckpt.exists():  # the mechanism ran: keep the checkpoint's ledger honest
+                state = ckpt.load()
+                state["method"] = method.state_dict()
+                ckpt.save(state)
+            from dpgen.train.trainer import TrainingError
+
+            raise TrainingError(f"loss is {loss} at step {step}: training stopped. The last good checkpoint "
+                                f"({ckpt.path}) is kept, its privacy ledger updated; lower trainer.lr.")
+        if math.isfinite(loss):
+            last_loss = loss
+        end_epoch = step % steps_per_epoch == 0 or step == target_steps
+        if step % t.log_every == 0 or end_epoch:
+            rec = {"step": step, "epoch": round(step / steps_per_epoch, 4), "loss": last_loss}
+            if method.private:  # every log line: the figure of epsilon against the epoch
+                rec.update({f"eps_{a}": e for a, e in method.epsilons().items()})
+            log(rec)
+            bar.set_postfix(loss=f"{last_loss:.4g}", **({"eps": f"{method.epsilon():.3g}"} if method.private else {}))
+        if step % t.checkpoint_every == 0 or step == target_steps:
+            checkpoint()
+    bar.close()
+    if target_steps < steps:
+        stop_reason = f"privacy budget: the next step would exceed epsilon={cfg.privacy.epsilon} (moments accountant)"
+    train_time = time.time() - t_start
+
+    # ---- the real test split, once, after training -------------------------------------------
+    test_ds = load_dataset(cfg.dataset.name, "test", data_root=cfg.dataset.data_root,
+                           download=cfg.dataset.download, **ds_opts)
+    X_test, Y_test = as_tensors(test_ds)
+    test_acc = accuracy(model, X_test.float(), Y_test.long(), device, cfg.task.eval_batch_size)
+    ts = max(1, method.timed_steps)
+    timing = {k: round(1000.0 * v / ts, 3) for k, v in method.timing.items() if v > 0}
+    privacy: Dict[str, Any] = {"private": method.private}
+    if method.private:
+        eps = method.epsilons()
+        privacy.update({
+            "noise_multiplier": method.noise_multiplier, "clip": method.clip, "noise_std": method.noise_std,
+            "sample_rate": method.sample_rate, "sampling": "poisson", "steps_accounted": method.steps,
+            "epsilon_budget": cfg.privacy.epsilon, "epsilon_spent": method.epsilon(), "delta": cfg.privacy.delta,
+            "pair_examples": method.pair_examples if method.pairwise else None,
+            "pairs_per_step": method.pair_examples * (method.pair_examples - 1) // 2 if method.pairwise else None,
+            "accountants": {a: {"framework": FRAMEWORK[a], "epsilon": e, "delta": method.deltas[a],
+                                "attack_probability": attack_probability(e)} for a, e in eps.items()},
+            "mechanism_randomness": ("OS entropy" if cfg.privacy.secret_randomness else
+                                     "seeded from `seed` (reproducible): private only while the seed stays secret"),
+        })
+        if "wdp" in eps:
+            privacy["accountants"]["wdp"].update(order=cfg.method.wdp_order, beta=cfg.method.wdp_beta)
+        # cross-check of the DP ledger by independent accountants on the same (sigma, q, steps)
+        from dpgen.privacy.accountants import epsilon_for
+
+        cross = {}
+        for name in cfg.privacy.cross_check:
+            if name == "moments" or method.steps == 0:
+                continue
+            try:
+                cross[name] = epsilon_for(method.noise_multiplier, method.sample_rate, method.steps,
+                                          cfg.privacy.delta, sampling="poisson", accountant=name)
+            except Exception as e:  # an optional library missing: say so, do not fail the run
+                cross[name] = f"unavailable: {e}"
+        privacy["cross_check"] = cross
+    # per-step overhead of the pairwise accountants over plain DP-SGD (pairs + accountant arithmetic)
+    if method.private and method.pairwise and "sgd" in timing:
+        extra = {a: timing.get("pairs", 0.0) + timing.get(a, 0.0) for a in method.pairwise}
+        timing["overhead_vs_dpsgd_percent"] = {a: round(100.0 * v / timing["sgd"], 2) for a, v in extra.items()}
+    metrics: Dict[str, Any] = {
+        "method": "dpsgd" if method.private else "sgd (non-private)",
+        "dataset": cfg.dataset.name,
+        "model": type(model).__name__ + f" ({model.arch}, norm={cfg.task.norm})",
+        "model_parameters": count_parameters(model),
+        "n_train": n, "n_test": int(X_test.shape[0]),
+        "batch_size": t.batch_size, "optimizer": t.optimizer, "lr": t.lr,
+        "steps": step, "steps_requested": steps, "epochs": round(step / steps_per_epoch, 4),
+        "stop_reason": stop_reason, "final_loss": last_loss,
+        "test_acc": test_acc,
+        "privacy": privacy,
+        "timing_ms_per_step": timing,
+        "device": str(device),
+        "train_seconds": round(train_time, 2),
+        "steps_per_second": round(method.timed_steps / max(1e-9, sum(method.timing.values())), 3),
+        "checkpoint": str(ckpt.path),
+        "wall_seconds": round(time.time() - t_start, 2),
+    }
+    write_json(out / "metrics.json", metrics)
+    return metrics
+
+
+def run_classification(cfg, output_dir: Path | None = None) -> Dict[str, Any]:
+    from dpgen.utils.io import atomic_write_text
+
+    out = Path(output_dir) if output_dir is not None else Path("outputs/classification")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    m = train_classifier(cfg, out)
+    print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
+          f"{m['train_seconds']:.1f} s training on {m['device']}; test accuracy {m['test_acc']:.2f}%")
+    p = m["privacy"]
+    if p.get("private"):
+        print(f"  sigma {p['noise_multiplier']:.4g}, C {p['clip']}, q {p['sample_rate']:.4g}")
+        for a, r in p["accountants"].items():
+            print(f"  {r['framework']:>3} ({a}): epsilon {r['epsilon']:.4f} at delta {r['delta']:.0e} "
+                  f"(attack success <= {r['attack_probability']:.3f})")
+    else:
+        print("  privacy: none (non-private baseline)")
+    print(f"  ms per step: {m['timing_ms_per_step']}")
+    print(f"  files: {out / 'metrics.json'}")
+    return m
