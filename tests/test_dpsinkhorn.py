@@ -1,0 +1,334 @@
+"""DP-Sinkhorn: the loss, the image-gradient mechanism inside the method, Poisson batches, the
+variants, the generators, the trainer's edge cases and the tables' smoke runs."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from dpgen.losses.sinkhorn import (conditional_rows, geomloss_blur, sinkhorn_divergence, sinkhorn_divergence_pot,
+                                   transport_plan)
+from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn, DPSinkhorn, DPSinkhornParamGrad,
+                                      Sinkhorn)
+
+
+def _cfg(**method):
+    m = dict(name="dpsinkhorn", private=True, sampling="poisson", clip=0.5, noise_multiplier=1.1, entropy_reg=0.05,
+             alpha_c=15.0, backend="tensorized", scaling=0.5, alpha_a=10.0, feature_lr=1e-3, num_partitions=None)
+    m.update(method)
+    return SimpleNamespace(method=SimpleNamespace(**m), privacy=SimpleNamespace(epsilon=10.0, delta=1e-5))
+
+
+def _batch(n, seed=0, shape=(1, 8, 8)):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+# ---- the loss ------------------------------------------------------------------------------------
+
+def test_divergence_is_zero_between_identical_samples_and_positive_otherwise():
+    x, _ = _batch(40)
+    rows = x.flatten(1)
+    for eps in (0.05, 5.0):
+        assert abs(sinkhorn_divergence(rows, rows.clone(), eps).item()) < 1e-3
+        assert sinkhorn_divergence(rows, rows + 0.3, eps).item() > 1.0
+
+
+def test_divergence_matches_pot_in_the_papers_units():
+    """S = 2 W(x, y) - W(x, x) - W(y, y) with c = ||x - y||^2 (Eq. 2): geomloss vs POT's log-domain Sinkhorn."""
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.rand(30, 20, generator=g), torch.rand(35, 20, generator=g) * 0.7
+    for eps, tol in ((5.0, 1e-3), (1.0, 1e-2)):
+        ours = sinkhorn_divergence(x, y, eps, scaling=0.9).item()
+        ref = sinkhorn_divergence_pot(x, y, eps, num_iter_max=3000, tol=1e-7).item()
+        assert ours == pytest.approx(ref, rel=tol)
+    assert geomloss_blur(0.05) == pytest.approx((0.025) ** 0.5)
+
+
+def test_label_cost_pulls_transport_mass_onto_same_label_pairs():
+    """Eq. 5: the plan's mass on same-label pairs rises with alpha_c (to ~1 at the paper's 15)."""
+    x, _ = _batch(40, seed=2)
+    y, _ = _batch(40, seed=3)
+    g = torch.Generator().manual_seed(4)
+    lx, ly = torch.arange(40)[torch.randperm(40, generator=g)] % 10, torch.arange(40) % 10  # same class counts
+    same = (lx[:, None] == ly[None, :]).float()
+    mass = []
+    for alpha in (0.0, 0.3, 1.0, 15.0):
+        p = transport_plan(conditional_rows(x, lx, 10, alpha), conditional_rows(y, ly, 10, alpha), epsilon=1.0,
+                           num_iter_max=3000)
+        assert p.sum().item() == pytest.approx(1.0, abs=1e-3)
+        mass.append((p * same).sum().item())
+    assert all(b > a for a, b in zip(mass, mass[1:])), mass
+    assert mass[0] < 0.3 and mass[-1] > 0.95
+
+
+def test_cost_label_mismatch_messages():
+    x, lx = _batch(5)
+    with pytest.raises(ValueError, match="labels must lie in"):
+        conditional_rows(x, lx + 10, 10, 15.0)
+    with pytest.raises(ValueError, match="5 samples but 4 labels"):
+        conditional_rows(x, lx[:4], 10, 15.0)
+    with pytest.raises(ValueError, match="needs labels"):
+        conditional_rows(x, None, 10, 15.0)
+    with pytest.raises(ValueError, match="generated rows have 64 features, real rows 74"):
+        sinkhorn_divergence(x.flatten(1), conditional_rows(x, lx, 10, 1.0))
+    m = Sinkhorn(_cfg(name="sinkhorn"), num_classes=10, data_dim=64, n_private=100, batch_size=5, steps=10)
+    with pytest.raises(ValueError, match="generated samples have shape"):
+        m.loss(torch.rand(5, 1, 4, 4), lx, x, lx)
+
+
+# ---- the image-gradient mechanism inside the method ------------------------------------------------
+
+def test_image_gradient_is_clipped_to_C_and_noised_with_std_2C_sigma():
+    torch.manual_seed(0)
+    real, y_real = _batch(30, seed=4, shape=(1, 16, 16))
+    y_fake = torch.randint(0, 10, (50,))
+    method = DPSinkhorn(_cfg(), num_classes=10, data_dim=256, n_private=6000, batch_size=50, steps=10)
+    method.rng = torch.Generator().manual_seed(5)
+    base = torch.rand(50, 1, 16, 16)
+    # the true image gradient (deterministic loss)
+    x0 = base.clone().requires_grad_(True)
+    Sinkhorn.loss(method, x0, y_fake, real, y_real).backward()
+    true = x0.grad.clone()
+    assert true.norm() > 0.5  # the clip binds
+    clipped = true * min(1.0, 0.5 / true.norm().item())
+    # through the hook: what reaches the generator is clip(grad) + noise
+    fake = base.clone().requires_grad_(True)
+    method.loss(fake, y_fake, real, y_real).backward()
+    assert method.last_grad_norm == pytest.approx(true.norm().item(), rel=1e-4)
+    noise = fake.grad - clipped
+    n = noise.numel()
+    assert abs(noise.std().item() - 2 * 0.5 * 1.1) < 5 * 1.1 / np.sqrt(2 * n)
+    assert abs(noise.mean().item()) < 5 * 1.1 / np.sqrt(n)
+    # with negligible noise the released gradient never exceeds C, however large the true gradient
+    quiet = DPSinkhorn(_cfg(noise_multiplier=1e-9), num_classes=10, data_dim=256, n_private=6000, batch_size=50,
+                       steps=10)
+    for scale in (1.0, 100.0):
+        fake = (base * scale).requires_grad_(True)
+        quiet.loss(fake, y_fake, real * scale, y_real).backward()
+        assert fake.grad.norm().item() <= 0.5 + 1e-5
+
+
+def test_poisson_batch_sizes_follow_binomial():
+    method = DPSinkhorn(_cfg(), num_classes=10, data_dim=64, n_private=1000, batch_size=50, steps=10)
+    g = torch.Generator().manual_seed(0)
+    sizes = np.array([method.sample_batch(1000, 50, g).numel() for _ in range(3000)])
+    q = 50 / 1000
+    assert sizes.mean() == pytest.approx(1000 * q, abs=5 * np.sqrt(1000 * q * (1 - q) / 3000))
+    assert sizes.var() == pytest.approx(1000 * q * (1 - q), rel=0.1)
+    from scipy import stats
+
+    # chi-square goodness of fit against Binomial(N, q) on the central bins
+    bins = np.arange(35, 66)
+    obs = np.array([(sizes == b).sum() for b in bins] + [((sizes < 35) | (sizes > 65)).sum()])
+    pmf = stats.binom.pmf(bins, 1000, q)
+    exp = np.append(pmf, 1 - pmf.sum()) * len(sizes)
+    assert stats.chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_accounting_matches_the_mechanism_and_a_second_accountant():
+    method = DPSinkhorn(_cfg(), num_classes=10, data_dim=784, n_private=60000, batch_size=50, steps=200)
+    for _ in range(200):
+        method.account()
+    eps = method.epsilon()
+    assert eps == pytest.approx(method.mechanism.epsilon(200, 1e-5), rel=1e-9)
+    report = method.privacy_report()
+    # opacus: the same RDP curve, a tighter RDP -> (epsilon, delta) conversion (Balle et al. 2020)
+    assert 0.6 * eps < report["epsilon_cross_check"]["opacus_rdp"] <= eps
+    assert report["noise_std"] == pytest.approx(1.1) and report["sensitivity"] == pytest.approx(1.0)
+    # the paper's MNIST setting: 3.4M steps at q = 1/1200 fit in epsilon 10 (9.93), so no step limit is set
+    big = DPSinkhorn(_cfg(), num_classes=10, data_dim=784, n_private=60000, batch_size=50, steps=3_400_000)
+    assert big.max_steps is None
+
+
+def test_param_grad_variant_releases_a_clipped_noised_parameter_gradient():
+    from dpgen.models import make_generator
+
+    torch.manual_seed(0)
+    gen = make_generator("mlp", (1, 8, 8), 10, 4)
+    real, y_real = _batch(20, seed=6)
+    for sigma, check in ((1e-9, "clip"), (1.1, "noise")):
+        m = DPSinkhornParamGrad(_cfg(name="dpsinkhorn_param", clip=1.0, noise_multiplier=sigma), num_classes=10,
+                                data_dim=64, n_private=1000, batch_size=20, steps=10)
+        m.bind_generator(gen)
+        m.rng = torch.Generator().manual_seed(1)
+        gen.zero_grad()
+        fake, y_fake = gen.sample(20)
+        loss = m.loss(fake, y_fake, real, y_real)
+        loss.backward()
+        flat = torch.cat([p.grad.flatten() for p in gen.parameters()])
+        if check == "clip":
+            assert m.last_grad_norm > 1.0 and flat.norm().item() <= 1.0 + 1e-5
+            assert loss.item() > 0
+        else:
+            assert abs(flat.std().item() - 2 * 1.0 * 1.1) < 0.05 * 2.2
+
+
+# ---- the adversarial variants ------------------------------------------------------------------------
+
+def test_adversarial_dp_sinkhorn_partitions_and_accounting():
+    cfg = _cfg(name="dpsinkhorn_adv", sampling="without_replacement", entropy_reg=5.0, num_partitions=None)
+    m = AdversarialDPSinkhorn(cfg, num_classes=10, data_dim=64, n_private=100, batch_size=20, steps=10,
+                              image_shape=(1, 8, 8))
+    assert m.num_partitions == 5 and m.sample_rate == pytest.approx(0.2)
+    g = torch.Generator().manual_seed(0)
+    seen = {}
+    for _ in range(30):
+        idx = m.sample_batch(100, 20, g)
+        assert idx.numel() == 20
+        seen.setdefault(m._current, set()).update(idx.tolist())
+    assert all(len(v) == 20 for v in seen.values())  # a partition is a fixed set of records
+    assert set().union(*seen.values()) <= set(range(100))
+    from dpgen.models import make_generator
+
+    gen = make_generator("mlp", (1, 8, 8), 10, 4)
+    m.bind_generator(gen)
+    m.rng = torch.Generator().manual_seed(0)
+    x, y = _batch(100, seed=7)
+    idx = m.sample_batch(100, 20, g)
+    before = [p.clone() for p in m.extractors[m._current].parameters()]
+    fake, yf = gen.sample(20)
+    m.loss(fake, yf, x[idx], y[idx]).backward()
+    m.account()
+    after = list(m.extractors[m._current].parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))  # the extractor ascended
+    rep = m.privacy_report()
+    assert rep["sampling"] == "without_replacement"
+    assert rep["epsilon_cross_check"]["wang_wor"] == pytest.approx(rep["epsilon_spent"], rel=0.1)
+    # the partition and the extractors survive a checkpoint
+    state = m.state_dict()
+    m2 = AdversarialDPSinkhorn(cfg, num_classes=10, data_dim=64, n_private=100, batch_size=20, steps=10,
+                               image_shape=(1, 8, 8))
+    m2.load_state_dict(state)
+    m2.bind_generator(gen)
+    assert torch.equal(m2.partition, m.partition) and m2.accountant.steps == 1
+    assert torch.equal(next(m2.extractors[m._current].parameters()), next(m.extractors[m._current].parameters()))
+    nonpriv = AdversarialSinkhorn(_cfg(name="sinkhorn_adv", entropy_reg=5.0), num_classes=10, data_dim=64,
+                                  n_private=100, batch_size=20, steps=10)
+    fake, yf = gen.sample(20)
+    assert torch.isfinite(nonpriv.loss(fake, yf, x[:20], y[:20]))
+
+
+# ---- generators ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,shape,code,classes", [("dcgan", (1, 28, 28), 12, 10), ("dcgan", (3, 32, 32), 32, 2),
+                                                     ("biggan32", (3, 32, 32), 32, 2)])
+def test_generators_shapes_and_range(name, shape, code, classes):
+    from dpgen.models import make_generator
+
+    torch.manual_seed(0)
+    gen = make_generator(name, shape, classes, code)
+    x, y = gen.sample(4)
+    assert tuple(x.shape) == (4, *shape) and 0 <= x.min() and x.max() <= 1
+    assert y.min() >= 0 and y.max() < classes
+    if name == "dcgan":
+        convs = [m for m in gen.net if isinstance(m, torch.nn.ConvTranspose2d)]
+        assert [c.out_channels for c in convs] == [256, 128, 64, shape[0]]
+        assert [c.kernel_size[0] for c in convs[1:]] == [4, 4, 3] and [c.stride[0] for c in convs[1:]] == [2, 2, 1]
+        assert gen.embed.embedding_dim == 4 and convs[0].in_channels == code + 4
+    else:
+        assert len(gen.blocks) == 4 and gen.width == 256
+    with pytest.raises(ValueError, match="biggan32 needs an image size divisible by 8"):
+        make_generator("biggan32", (1, 28, 28), 10, 32)
+
+
+# ---- the shared trainer: empty Poisson batches, the budget, resume -------------------------------------
+
+def _train_cfg(tmp_path, fake_data_root, overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from dpgen.config import register_configs, validate
+    from dpgen.utils.io import REPO_ROOT
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return validate(compose(config_name="config", overrides=[
+            "experiment=dpsinkhorn_mnist", f"dataset.data_root={fake_data_root}", "trainer.progress=false",
+            "task.eval_models=[]", "task.fid=false", "trainer.batch_size=4", "model.generator=mlp",
+            "trainer.log_every=1", "trainer.checkpoint_every=2", *overrides]))
+
+
+def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, monkeypatch):
+    from dpgen.train import train_generative
+
+    calls = {"n": 0}
+    orig = DPSinkhorn.sample_batch
+
+    def every_other_empty(self, n, b, g):
+        calls["n"] += 1
+        return torch.zeros(0, dtype=torch.long) if calls["n"] % 2 else orig(self, n, b, g)
+
+    monkeypatch.setattr(DPSinkhorn, "sample_batch", every_other_empty)
+    cfg = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=6"])
+    m = train_generative(cfg, tmp_path / "run")
+    assert m["steps"] == 6 and m["privacy"]["private_steps"] == 6
+    from dpgen.privacy.accountants import epsilon_for
+
+    assert m["privacy"]["epsilon_spent"] == pytest.approx(epsilon_for(1.1, 4 / 1000, 6, 1e-5, "poisson"), rel=1e-6)
+
+
+def test_budget_reached_mid_epoch_stops_cleanly_and_saves(tmp_path, fake_data_root):
+    from dpgen.privacy.accountants import epsilon_for
+    from dpgen.train import train_generative
+
+    q = 4 / 1000
+    budget = (epsilon_for(1.1, q, 3, 1e-5, "poisson") + epsilon_for(1.1, q, 4, 1e-5, "poisson")) / 2
+    cfg = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=8", f"privacy.epsilon={budget}"])
+    m = train_generative(cfg, tmp_path / "run")
+    assert m["steps"] == 3 and "privacy budget" in m["stop_reason"]
+    assert m["privacy"]["epsilon_spent"] <= budget
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)
+    assert state["step"] == 3 and state["method"]["accountant"] is not None
+    # resume: the ledger continues, never under-counts; nothing is left to do within the budget
+    cfg2 = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=8", f"privacy.epsilon={budget}", "resume=true"])
+    m2 = train_generative(cfg2, tmp_path / "run")
+    assert m2["steps"] == 3 and m2["privacy"]["private_steps"] == 3
+
+
+# ---- the tables' smoke runs produce every cell --------------------------------------------------------
+
+TINY = ["trainer.steps=2", "trainer.batch_size=4", "task.n_synthetic=60", "task.eval_max_epochs=1",
+        "trainer.checkpoint_every=1000", "method.num_partitions=2"]
+
+
+def _filled(rows, columns):
+    for r in rows:
+        assert r["status"] == "ok", r
+        for c in columns:
+            assert r.get(c) not in (None, ""), (c, r)
+
+
+@pytest.mark.slow  # minutes: trains every row of the table
+def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
+                    extra_overrides=TINY[:-1] + ["model.generator=mlp"])
+    assert len(rows) == 6
+    _filled(rows, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
+    assert (outputs_tmp / "tables" / "dpsinkhorn_table1.csv").exists()
+    assert (outputs_tmp / "figures" / "dpsinkhorn_table1.png").exists()
+    dp = next(r for r in rows if r["method"] == "DP-Sinkhorn")
+    assert 0 < dp["epsilon_spent"] < 10 and dp["mlp_paper"] == "80.8"
+
+
+@pytest.mark.slow  # minutes: trains every row of the table
+def test_tables_2_3_smoke_fill_every_cell(outputs_tmp, fake_data_root):
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    rows = T.table_celeba("smoke", data_root=str(fake_data_root), extra_overrides=TINY)
+    assert [r["method"] for r in rows] == list(T.CELEBA_ROWS)
+    _filled(rows, [c for c in T.CELEBA_COLUMNS if not c.endswith("_std")])
+
+
+@pytest.mark.slow  # minutes: trains every row of the table
+def test_tables_4_5_smoke_fill_every_cell(outputs_tmp, fake_data_root):
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    rows = T.table_ablation("smoke", "mnist", data_root=str(fake_data_root),
+                            extra_overrides=TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg,mlp,cnn]"])
+    assert len(rows) == 17
+    _filled(rows, [c for c in T.ABLATION_COLUMNS if not c.endswith("_std")])
