@@ -1,9 +1,24 @@
 """DP-SWD (dp-swd.txt, Algorithm 1) and the non-private SWD, as generative-modelling methods.
 
-Compared distribution. Each record is flattened and, when the data has labels, concatenated
-with ``label_weight`` (default 0.5 sqrt(d): as heavy as a half-lit [0, 1] image) times its one-hot label (so matching the joint distribution of
-(image, label) makes the class-conditional generator's samples carry the right labels and can
-train downstream classifiers); generated samples get the same treatment with their labels.
+Compared distribution. Each record is flattened and, with labels, combined with its label as
+``label_mode`` says; generated samples get the same treatment with their labels, so matching the
+joint distribution of (image, label) makes the class-conditional generator's samples carry the
+right labels and train downstream classifiers.
+
+* ``concat`` (the paper's reading): the row is [x, label_weight * one_hot(y)] (label_weight default
+  0.5 sqrt(d): as heavy as a half-lit [0, 1] image).
+* ``tensor`` (dpgen's addition): the row is x (outer) one_hot(y), in dimension d x C: the pixels sit
+  in the block of their class and zeros elsewhere, so ||row|| = ||x|| (the row bound spends no norm
+  on the label) and the projected mean of each block is p_c times the mean of class c. Under heavy
+  noise the smoothed SWD matches mainly first moments (the noise enters them linearly): with
+  ``concat`` that is the marginal mean only, with ``tensor`` every class mean -- which is what a
+  downstream classifier needs. This is what lets the embedded default learn at epsilon 10 with
+  rigorously bounded rows.
+
+Directions. ``bound=frame`` draws the k directions as stacked random orthonormal blocks
+(:func:`dpgen.privacy.dpswd.orthogonal_directions`): each is still uniform on the sphere, but the
+sensitivity is exactly sqrt(ceil(k / d)) -- no delta spent on a probabilistic bound, and no
+Bernstein slack. The other bounds use i.i.d. directions as Algorithm 1.
 
 Row bound. Lemma 2 assumes neighbouring datasets differ in one row by at most 1 in l2 norm: we
 make every private row satisfy ||x|| <= 1/2 (so any two rows are within 1). ``row_bound=clip``
@@ -35,8 +50,14 @@ from dpgen.privacy.accountants import RDPAccountant
 from dpgen.privacy.calibration import steps_to_epsilon
 
 
-def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float) -> torch.Tensor:
+def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
+                  ) -> torch.Tensor:
+    """The row a record contributes: pixels and label, as ``label_mode`` says (see module doc)."""
     rows = x.flatten(1)
+    if label_mode == "tensor" and num_classes > 0 and y is not None:
+        # x (outer) one_hot(y): the pixels land in the block of their class; ||row|| = ||x||
+        onehot = F.one_hot(y.long(), num_classes).to(rows.dtype)
+        return (rows.unsqueeze(2) * onehot.unsqueeze(1)).flatten(1)
     if num_classes > 0 and label_weight > 0 and y is not None:
         rows = torch.cat([rows, label_weight * F.one_hot(y.long(), num_classes).to(rows.dtype)], dim=1)
     return rows
@@ -94,6 +115,41 @@ class OrthoCompression(torch.nn.Module):
         return _fwht(x)[:, self.keep] / self.n ** 0.5
 
 
+def dct_matrix(n: int) -> torch.Tensor:
+    """The orthonormal DCT-II matrix (n, n): rows are the cosine basis vectors."""
+    i = torch.arange(n, dtype=torch.float64)
+    c = torch.cos(math.pi / n * (i[None, :] + 0.5) * i[:, None]) * math.sqrt(2.0 / n)
+    c[0] /= math.sqrt(2.0)
+    return c
+
+
+class LowPass(torch.nn.Module):
+    """A fixed, data-independent contraction of images: the orthonormal 2-D DCT of each channel,
+    keeping the ``keep x keep`` lowest frequencies. An orthogonal map followed by a coordinate
+    projection, so ||P x|| <= ||x||: bounded rows stay bounded and the DP-SWD analysis holds in the
+    smaller space, where the signal of natural images is concentrated and the noise has fewer
+    coordinates to spread over (``method.compare_lowpass``).
+    """
+
+    def __init__(self, shape, keep: int):
+        super().__init__()
+        c, h, w = shape
+        if not 0 < keep <= min(h, w):
+            raise ValueError(f"method.compare_lowpass={keep} is invalid: it must lie in [1, {min(h, w)}] "
+                             f"for {h} x {w} images")
+        self.shape, self.keep = (c, h, w), keep
+        self.register_buffer("ch", dct_matrix(h)[:keep].float())
+        self.register_buffer("cw", dct_matrix(w)[:keep].float())
+
+    @property
+    def out_dim(self) -> int:
+        return self.shape[0] * self.keep * self.keep
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(-1, *self.shape).to(self.ch.dtype)
+        return torch.einsum("ih,nchw,jw->ncij", self.ch, x, self.cw).flatten(1)
+
+
 class SWD(GenerativeMethod):
     """Non-private sliced Wasserstein generator loss (same compared space, no noise)."""
 
@@ -101,7 +157,7 @@ class SWD(GenerativeMethod):
     private = False
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **_):
+                 batch_size: int = 0, image_shape=None, **_):
         super().__init__()
         m = cfg.method
         self.k = int(m.k)
@@ -111,9 +167,28 @@ class SWD(GenerativeMethod):
         # default: 0.5 sqrt(d), the norm of a half-lit [0, 1] image, so the label weighs like the pixels
         self.label_weight = 0.5 * math.sqrt(max(data_dim, 1)) if lw is None else float(lw)
         self.row_bound = getattr(m, "row_bound", "clip")
-        self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes else 0.0))
+        self.label_mode = getattr(m, "label_mode", "concat")
+        tensor = self.label_mode == "tensor" and num_classes > 0
+        self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes and not tensor else 0.0))
         self.sigma = 0.0
-        row_dim = data_dim + (num_classes if (num_classes and self.label_weight > 0) else 0)
+        self.frame = getattr(m, "bound", None) == "frame"
+        lp = getattr(m, "compare_lowpass", None)
+        self.lowpass = None
+        if lp:
+            if not image_shape or len(image_shape) != 3:
+                raise ValueError(f"method.compare_lowpass={lp} needs image data; this dataset's rows are flat: "
+                                 "set method.compare_lowpass=null")
+            self.lowpass = LowPass(tuple(image_shape), int(lp))
+            data_dim = self.lowpass.out_dim
+        self.fake_copies = int(getattr(m, "fake_copies", 1) or 1)
+        self.center_mode = getattr(m, "center", "none") or "none"
+        self.center_noise_multiplier = float(getattr(m, "center_noise_multiplier", 5.0) or 5.0)
+        self.center = None  # set by prepare_data (dp_mean) or load_state_dict
+        self.center_info: Dict[str, Any] = {}
+        if tensor:
+            row_dim = data_dim * num_classes
+        else:
+            row_dim = data_dim + (num_classes if (num_classes and self.label_weight > 0) else 0)
         cd = getattr(m, "compare_dim", None)
         self.compress = OrthoCompression(row_dim, int(cd), seed=0) if cd and int(cd) < row_dim else None
         if cd and int(cd) > row_dim:
@@ -121,14 +196,51 @@ class SWD(GenerativeMethod):
         self.compare_dim = int(cd) if self.compress is not None else row_dim
 
     def rows(self, x, y):
-        r = bound_rows(compared_rows(x, y, self.num_classes, self.label_weight), self.row_bound, self.max_norm)
+        if self.center is not None:  # a released (DP) constant: the same map for every record
+            x = x - self.center.to(x.device, x.dtype).view(1, *x.shape[1:])
+        if self.lowpass is not None:  # a contraction, applied before the row bound
+            x = self.lowpass.to(x.device)(x)
+        r = bound_rows(compared_rows(x, y, self.num_classes, self.label_weight, self.label_mode),
+                       self.row_bound, self.max_norm)
         if self.compress is not None:
             r = self.compress.to(r.device)(r)  # a contraction: the bound survives
         return r
 
+    def prepare_data(self, x, y, output_dir=None):
+        if self.center_mode == "dp_mean" and self.center is None:
+            self.center = self._release_center(x)
+        return x, y
+
+    def _release_center(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean record (non-private baseline: exact; DPSWD overrides it with a Gaussian mechanism)."""
+        self.center_info = {"center": "exact mean of the training records (non-private)"}
+        return x.mean(0).detach().cpu()
+
+    def state_dict(self) -> Dict[str, Any]:
+        s = super().state_dict()
+        s["center"] = self.center
+        return s
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if state.get("center") is not None:
+            self.center = state["center"]  # released once: never re-drawn (or re-accounted) on resume
+
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
-        return sliced_wasserstein(self.rows(real, y_real).detach(), self.rows(fake, y_fake),
-                                  n_projections=self.k, p=self.order, sigma=self.sigma, generator=self.rng)
+        r_real, r_fake = self.rows(real, y_real).detach(), self.rows(fake, y_fake)
+        u = None
+        if self.frame:  # stacked orthonormal blocks: the exact sensitivity of bound=frame
+            from dpgen.privacy.dpswd import orthogonal_directions
+
+            u = orthogonal_directions(r_real.shape[1], self.k, generator=self.rng, dtype=r_real.dtype,
+                                      device=r_real.device)
+        if self.fake_copies > 1 and self.sigma > 0:
+            # m noisy copies of each generated row: the generated side's smoothing N(0, sigma^2) is
+            # averaged over m draws instead of one (less gradient variance). The private side and its
+            # release are unchanged, so the privacy analysis is too.
+            r_fake = r_fake.repeat(self.fake_copies, 1)
+        return sliced_wasserstein(r_real, r_fake, n_projections=self.k, p=self.order, sigma=self.sigma,
+                                  projections=u, generator=self.rng)
 
 
 class DPSWD(SWD):
@@ -137,8 +249,8 @@ class DPSWD(SWD):
     sampling = "without_replacement"
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **_):
-        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim)
+                 batch_size: int = 0, image_shape=None, **_):
+        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, image_shape=image_shape)
         from dpgen.privacy.dpswd import calibrate_dpswd_sigma
 
         m, p = cfg.method, cfg.privacy
@@ -149,27 +261,112 @@ class DPSWD(SWD):
                 "lower trainer.batch_size."
             )
         fixed = getattr(m, "noise_multiplier", None)
-        if fixed is None:
+        self.sample_rate = batch_size / n_private
+        self.n_private = n_private
+        # a DP mean released once before training (center=dp_mean) is one more Gaussian mechanism:
+        # full batch, noise multiplier center_noise_multiplier, composed in the same RDP ledger
+        self.prefix = self.center_noise_multiplier if self.center_mode == "dp_mean" else None
+        if fixed is None and self.prefix is not None:
+            cal = self._calibrate_with_prefix(p, m, d, steps)
+        elif fixed is None:
             cal = calibrate_dpswd_sigma(epsilon=p.epsilon, delta=p.delta, k=self.k, d=d, n=n_private,
                                         batch_size=batch_size, steps=steps, bound=m.bound,
                                         convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
         else:  # the noise is fixed: the budget decides how many steps the run may take
             from dpgen.privacy.dpswd import _resolve, sensitivity_bound
 
-            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None)
+            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
             w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
             cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
                    "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
         self.calibration = cal
         self.sigma = float(cal["sigma"])
         self.noise_multiplier = float(cal["noise_multiplier"])
-        self.sample_rate = batch_size / n_private
         self.delta_rdp = float(cal["delta_rdp"])
         self.delta_bound = float(cal["delta_bound"])
         self.epsilon_budget = float(p.epsilon)
         self.accountant = RDPAccountant(sampling="without_replacement")
-        self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
-                                          "without_replacement")
+        if self.prefix is None:
+            self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
+                                              "without_replacement")
+        else:
+            self.max_steps = self._max_steps_with_prefix(p.epsilon)
+
+    # ---- the DP mean (center=dp_mean) ------------------------------------------------------
+    def _eps(self, z: float, steps: int) -> float:
+        from dpgen.privacy.accountants import _autodp_epsilon
+
+        groups = [(float(z), float(self.sample_rate), int(steps))] if steps > 0 else []
+        if self.prefix is not None:
+            groups.append((float(self.prefix), 1.0, 1))
+        return _autodp_epsilon(tuple(sorted(groups)), self.delta_rdp, "without_replacement")
+
+    def _calibrate_with_prefix(self, p, m, d, steps):
+        from dpgen.privacy.dpswd import _resolve, calibrate_dpswd_sigma, sensitivity_bound
+
+        db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
+        self.delta_rdp = dr
+        if self._eps(1e6, 0) >= p.epsilon:
+            raise ValueError(f"method.center_noise_multiplier={self.prefix} alone spends epsilon >= "
+                             f"privacy.epsilon={p.epsilon}: raise it")
+        z0 = calibrate_dpswd_sigma(epsilon=p.epsilon, delta=p.delta, k=self.k, d=d, n=self.n_private,
+                                   batch_size=int(round(self.sample_rate * self.n_private)), steps=steps,
+                                   bound=m.bound, convention=m.convention, delta_split=m.delta_split,
+                                   rel_tol=p.rel_tol)["noise_multiplier"]
+        lo, hi = z0, z0 * 1.05
+        while self._eps(hi, steps) > p.epsilon:
+            lo, hi = hi, hi * 1.5
+        while hi / lo > 1 + p.rel_tol:  # bisection on log z: eps(hi) <= target always
+            mid = math.sqrt(lo * hi)
+            if self._eps(mid, steps) > p.epsilon:
+                lo = mid
+            else:
+                hi = mid
+        w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
+        return {"sigma": hi * math.sqrt(w), "noise_multiplier": hi, "squared_sensitivity": w, "delta_bound": db,
+                "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
+
+    def _max_steps_with_prefix(self, epsilon: float) -> int:
+        if self._eps(self.noise_multiplier, 1) > epsilon:
+            return 0
+        lo, hi = 1, 1024
+        while self._eps(self.noise_multiplier, hi) <= epsilon:
+            lo, hi = hi, hi * 4
+            if hi > 10**9:
+                return 10**9
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._eps(self.noise_multiplier, mid) <= epsilon:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def _release_center(self, x: torch.Tensor) -> torch.Tensor:
+        """Gaussian mechanism on the mean record: rows clipped to norm R = sqrt(d) (the largest norm
+        of [0, 1] data; a no-op there), replace-one sensitivity 2R / N, noise std z * 2R / N; one
+        full-batch step in the ledger."""
+        flat = x.flatten(1).double()
+        r = math.sqrt(flat.shape[1])
+        norms = flat.norm(dim=1, keepdim=True)
+        clipped = flat * torch.clamp(r / norms.clamp_min(1e-12), max=1.0)
+        std = self.center_noise_multiplier * 2 * r / flat.shape[0]
+        noise = torch.randn(flat.shape[1], generator=self.rng, device=self.rng.device if self.rng is not None
+                            else None, dtype=torch.float64).to(flat.device)
+        self.accountant.step(noise_multiplier=self.center_noise_multiplier, sample_rate=1.0)
+        self.center_info = {"center": "DP mean record, released once before training (Gaussian mechanism, "
+                                      "accounted as one full-batch step)",
+                            "center_clip_norm": r, "center_noise_std": std,
+                            "center_noise_multiplier": self.center_noise_multiplier,
+                            "rows_clipped_for_center": int((norms > r).sum())}
+        return (clipped.mean(0) + std * noise).float().view(x.shape[1:]).cpu()
+
+    def prepare_data(self, x, y, output_dir=None):
+        if self.center_mode == "dp_mean" and self.center is None:
+            if self.rng is None:
+                raise RuntimeError("DPSWD.prepare_data needs the mechanism's random generator (method.rng)")
+            self.center = self._release_center(x)
+        return x, y
 
     def account(self) -> None:
         self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
@@ -205,10 +402,19 @@ class DPSWD(SWD):
             "sample_rate": self.sample_rate,
             "accountant": "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)",
             "epsilon_cross_check": {"wang_wor": self._cross_check()},
-            "private_steps": self.accountant.steps,
+            "private_steps": self.accountant.steps - (1 if self.center is not None and self.prefix else 0),
+            **self.center_info,
             "max_steps_in_budget": self.max_steps,
+            "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
+                           else "i.i.d. uniform on the sphere (Algorithm 1)"),
+            "label_mode": self.label_mode,
+            "compare_lowpass": (f"{self.lowpass.keep} x {self.lowpass.keep} lowest 2-D DCT frequencies per channel "
+                                "(a fixed contraction, applied before the row bound)" if self.lowpass is not None
+                                else None),
             "row_bound": (
-                f"{self.row_bound}: every compared row (pixels + {self.label_weight} x one-hot label) has "
+                f"{self.row_bound}: every compared row ("
+                + ("pixels (outer) one-hot label" if self.label_mode == "tensor"
+                   else f"pixels + {self.label_weight} x one-hot label") + ") has "
                 "l2 norm <= 1/2, so neighbouring rows differ by <= 1 (Lemma 2)"
                 if self.row_bound != "none" else
                 "none: rows are NOT bounded; the noise assumes sensitivity 1 but rows can differ by up to "

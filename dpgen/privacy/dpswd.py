@@ -63,7 +63,7 @@ from dpgen.privacy.validation import (
     check_positive_int,
 )
 
-BOUNDS = ("bernstein", "clt", "chernoff")
+BOUNDS = ("bernstein", "clt", "chernoff", "frame")
 CONVENTIONS = ("paper_text", "authors_code")
 
 
@@ -136,6 +136,51 @@ def clt_bound(k: int, d: int, delta: float, warn: bool = True) -> float:
     return k / d + float(stats.norm.isf(delta)) * math.sqrt(k * beta_variance(d))
 
 
+def frame_bound(k: int, d: int) -> float:
+    """Exact squared sensitivity of DP-SWD with *frame* directions (dpgen's addition).
+
+    When U stacks m = ceil(k / d) blocks of orthonormal columns (:func:`orthogonal_directions`),
+    U U^T = sum_j Q_j Q_j^T <= m I, so ||z^T U||^2 <= m ||z||^2 for every z: the sensitivity is
+    sqrt(ceil(k / d)) with probability one (no delta spent on a bound). When d divides k, U U^T =
+    (k / d) I exactly: the bound equals E||z^T U||^2 for uniform directions, the value the random
+    bounds (Bernstein, CLT, Chernoff) only reach as delta -> 1/2.
+    """
+    k, d = _check_kd(k, d)
+    return float(math.ceil(k / d))
+
+
+def orthogonal_directions(d: int, k: int, generator=None, dtype=None, device=None):
+    """A d x k matrix of ceil(k / d) stacked random orthonormal blocks (the last one truncated):
+    unit columns, each block a Haar-random orthonormal set (QR of a Gaussian matrix, signs fixed).
+    Marginally every column is uniform on S^{d-1}, as DP-SWD's directions, and the sensitivity is
+    :func:`frame_bound` deterministically. Torch generator -> tensor; else numpy.
+    """
+    d = check_positive_int(d, "d", "the data dimension")
+    k = check_positive_int(k, "k", "the number of random projection directions")
+    if _is_torch_generator(generator):
+        import torch
+
+        dev = device or generator.device
+        blocks, left = [], k
+        while left > 0:
+            c = min(d, left)
+            g = torch.randn(d, c, generator=generator, dtype=torch.float64, device=dev)
+            q, r = torch.linalg.qr(g)
+            q = q * torch.sign(torch.diagonal(r)).clamp_min(0).mul(2).sub(1)  # Haar: fix the signs
+            blocks.append(q)
+            left -= c
+        return torch.cat(blocks, dim=1).to(dtype or torch.float32)
+    rng = np.random.default_rng(generator)
+    blocks, left = [], k
+    while left > 0:
+        c = min(d, left)
+        q, r = np.linalg.qr(rng.standard_normal((d, c)))
+        blocks.append(q * np.where(np.diag(r) < 0, -1.0, 1.0))
+        left -= c
+    u = np.concatenate(blocks, axis=1)
+    return u.astype(dtype, copy=False) if dtype is not None else u
+
+
 def sensitivity_bound(
     k: int, d: int, delta: float, bound: str = "bernstein", convention: str = "paper_text"
 ) -> float:
@@ -149,6 +194,8 @@ def sensitivity_bound(
     """
     _check_choice(bound, "bound", BOUNDS)
     _check_choice(convention, "convention", CONVENTIONS)
+    if bound == "frame":  # orthogonal-frame directions: exact, no delta
+        return frame_bound(k, d)
     if bound == "bernstein":
         return bernstein_bound(k, d, delta, convention=convention)
     if bound == "chernoff":
@@ -387,7 +434,9 @@ def authors_steps(n: int, batch_size: int, epochs: int) -> int:
     return e * (n // b + 1)
 
 
-def _resolve(delta, convention, delta_split, delta_bound, delta_rdp):
+def _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound=None):
+    if bound == "frame":  # the frame bound holds surely: the whole delta goes to the accountant
+        return 0.0, (check_delta(delta_rdp, "delta_rdp") if delta_rdp is not None else delta)
     if convention == "authors_code":
         db, dr = delta / 2.0, delta
     else:
@@ -455,7 +504,7 @@ def calibrate_dpswd_sigma(
         raise PrivacyParameterError(f"batch_size={batch_size} is invalid: it must be <= N={n}.")
     _check_choice(bound, "bound", BOUNDS)
     _check_choice(convention, "convention", CONVENTIONS)
-    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp)
+    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound)
     steps = _steps(n, batch_size, epochs, steps, convention)
     q = batch_size / n
     w = sensitivity_bound(k, d, db, bound=bound, convention=convention)
@@ -502,7 +551,7 @@ def dpswd_epsilon(
     n = check_positive_int(n, "N", "the number of private samples")
     batch_size = check_positive_int(batch_size, "batch_size")
     _check_choice(convention, "convention", CONVENTIONS)
-    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp)
+    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound)
     steps = _steps(n, batch_size, epochs, steps, convention)
     w = sensitivity_bound(k, d, db, bound=bound, convention=convention)
     return _epsilon_for(sigma / math.sqrt(w), batch_size / n, steps, dr, sampling)
@@ -520,6 +569,8 @@ __all__ = [
     "clt_bound",
     "dpswd_epsilon",
     "dpswd_epsilon_full_batch",
+    "frame_bound",
+    "orthogonal_directions",
     "gaussian_mechanism",
     "random_directions",
     "sample_squared_sensitivity",

@@ -35,6 +35,40 @@ def _cross_check(cfg: Config, z: float, q: float, steps: int, sampling: str) -> 
     return out
 
 
+def _account_dpswd_method(cfg: Config, steps: int) -> Dict[str, Any]:
+    """dpgen's DP-SWD variants (tensor rows, DP mean, low-pass): the method object's own calibration,
+    so the accounting task and a training run report the same noise."""
+    import math
+
+    from dpgen.methods.dpswd import DPSWD
+
+    m, p, t = cfg.method, cfg.privacy, cfg.trainer
+    n = cfg.dataset.n_train
+    shape = tuple(cfg.dataset.shape) or None
+    meth = DPSWD(cfg, num_classes=cfg.dataset.num_classes, data_dim=cfg.dataset.dim, n_private=n, steps=steps,
+                 batch_size=t.batch_size, image_shape=shape)
+    cal = meth.calibration
+    eps = meth._eps(meth.noise_multiplier, steps)
+    res = {**cal, "sensitivity": math.sqrt(cal["squared_sensitivity"]), "steps": steps,
+           "sample_rate": meth.sample_rate, "epsilon_reached": eps, "d": meth.compare_dim, "k": m.k, "N": n,
+           "label_mode": m.label_mode, "center": m.center}
+    lines = [
+        f"DP-SWD on {cfg.dataset.name}: N={n}, compared dimension d={meth.compare_dim} (label_mode={m.label_mode}"
+        f"{', low-pass ' + str(m.compare_lowpass) if m.compare_lowpass else ''}), k={m.k}, batch={t.batch_size}, "
+        f"steps={steps} (q={meth.sample_rate:.5g}, sampling without replacement)",
+        f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g})",
+        f"  delta: {cal['delta_bound']:.3g} to the {m.bound} sensitivity bound, {cal['delta_rdp']:.3g} to the RDP -> DP "
+        "conversion",
+        f"  squared sensitivity w = {cal['squared_sensitivity']:.6g}",
+        f"  noise multiplier z = {meth.noise_multiplier:.6g}; sigma = z * sqrt(w) = {meth.sigma:.6g}",
+    ]
+    if m.center == "dp_mean":
+        lines.append(f"  + one DP mean release before training (noise multiplier {m.center_noise_multiplier}, "
+                     "full batch), composed in the same ledger")
+    lines.append(f"  epsilon reached = {eps:.4f} (autodp RDP)")
+    return {"summary": res, "lines": lines}
+
+
 def account_dpswd(cfg: Config) -> Dict[str, Any]:
     from dpgen.privacy.dpswd import calibrate_dpswd_sigma
 
@@ -44,6 +78,8 @@ def account_dpswd(cfg: Config) -> Dict[str, Any]:
     steps = _steps(cfg)
     # epochs when the run is given in epochs (each convention turns them into steps its own way)
     length = {"steps": int(t.steps)} if t.steps is not None else {"epochs": t.epochs}
+    if m.label_mode == "tensor" or m.center != "none" or m.compare_lowpass:
+        return _account_dpswd_method(cfg, steps)
     res = calibrate_dpswd_sigma(
         epsilon=p.epsilon,
         delta=p.delta,

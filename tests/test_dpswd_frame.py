@@ -1,0 +1,202 @@
+"""dpgen's additions to DP-SWD: frame directions (exact sensitivity), the tensor label embedding,
+noisy copies of generated rows, and EMA of the generator's weights."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from dpgen.config import ConfigError, register_configs, validate
+from dpgen.methods.dpswd import bound_rows, compared_rows
+from dpgen.privacy.dpswd import (
+    calibrate_dpswd_sigma,
+    dpswd_epsilon,
+    frame_bound,
+    orthogonal_directions,
+    sensitivity_bound,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+register_configs()
+
+
+def _cfg(*overrides):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        c = compose(config_name="config", overrides=["trainer.progress=false", "task.n_synthetic=500",
+                                                     "task.eval_max_epochs=3", *overrides])
+    return validate(c)
+
+
+@pytest.mark.parametrize("d,k", [(10, 10), (10, 25), (64, 1000), (640, 640), (100, 7)])
+def test_frame_sensitivity_is_exact_and_never_exceeded(d, k):
+    g = torch.Generator().manual_seed(d * 1000 + k)
+    u = orthogonal_directions(d, k, generator=g, dtype=torch.float64)
+    assert u.shape == (d, k)
+    torch.testing.assert_close(u.norm(dim=0), torch.ones(k, dtype=torch.float64))
+    # the worst neighbour direction: the top eigenvector of U U^T
+    top = torch.linalg.eigvalsh(u @ u.T).max().item()
+    assert top <= frame_bound(k, d) + 1e-9
+    if k % d == 0:  # a tight frame: U U^T = (k/d) I, the bound is attained by every z
+        torch.testing.assert_close(u @ u.T, (k / d) * torch.eye(d, dtype=torch.float64))
+        assert top == pytest.approx(k / d)
+    # simulation: random unit z, and unit z in the top eigendirection
+    z = torch.randn(2000, d, generator=g, dtype=torch.float64)
+    z = z / z.norm(dim=1, keepdim=True)
+    assert ((z @ u) ** 2).sum(1).max().item() <= frame_bound(k, d) + 1e-9
+
+
+def test_frame_directions_are_uniform_on_the_sphere():
+    # a column of a Haar-random orthonormal block: its squared first coordinate is Beta(1/2, (d-1)/2)
+    from scipy import stats
+
+    d = 5
+    u = orthogonal_directions(d, 4000 * d, generator=np.random.default_rng(0))
+    x = u[0] ** 2
+    assert stats.kstest(x, stats.beta(0.5, (d - 1) / 2).cdf).pvalue > 1e-3
+    assert abs(u.mean()) < 0.01  # signs fixed so that no direction is preferred
+
+
+def test_frame_calibration_spends_no_delta_on_the_bound():
+    cal = calibrate_dpswd_sigma(epsilon=10, delta=1e-5, k=640, d=640, n=1437, batch_size=100, steps=450,
+                                bound="frame")
+    assert cal["delta_bound"] == 0.0 and cal["delta_rdp"] == 1e-5
+    assert cal["squared_sensitivity"] == 1.0
+    assert cal["sigma"] == pytest.approx(cal["noise_multiplier"])
+    # inverse round trip, and the frame bound beats Bernstein at the same k, d
+    eps = dpswd_epsilon(cal["sigma"], 1e-5, 640, 640, 1437, 100, steps=450, bound="frame")
+    assert eps == pytest.approx(10, rel=2e-3)
+    assert sensitivity_bound(640, 640, 5e-6, "bernstein") > frame_bound(640, 640)
+    cal2 = calibrate_dpswd_sigma(epsilon=10, delta=1e-5, k=1280, d=640, n=1437, batch_size=100, steps=450,
+                                 bound="frame")
+    assert cal2["sigma"] == pytest.approx(math.sqrt(2) * cal2["noise_multiplier"])
+
+
+def test_tensor_rows_put_pixels_in_their_class_block():
+    x = torch.rand(50, 1, 8, 8) * 2
+    y = torch.randint(0, 10, (50,))
+    rows = compared_rows(x, y, 10, 4.0, label_mode="tensor")
+    assert rows.shape == (50, 640)
+    torch.testing.assert_close(rows.norm(dim=1), x.flatten(1).norm(dim=1))  # no norm spent on the label
+    blocks = rows.view(50, 64, 10)
+    for i in range(50):
+        torch.testing.assert_close(blocks[i, :, y[i]], x[i].flatten())
+        assert blocks[i].abs().sum() == pytest.approx(x[i].abs().sum().item(), rel=1e-5)
+    b = bound_rows(rows, "clip")
+    assert torch.all(b.norm(dim=1) <= 0.5 + 1e-6)
+
+
+def test_default_run_uses_frame_tensor_rows_and_reports_them(tmp_path):
+    from dpgen.train import train_generative
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]")
+    m = train_generative(cfg, tmp_path)
+    p = m["privacy"]
+    assert p["bound"] == "frame" and p["delta_bound"] == 0.0
+    assert p["label_mode"] == "tensor" and p["compare_dim"] == 64 * 10
+    assert "orthonormal" in p["directions"]
+    assert p["private_steps"] == 3 and 0 < p["epsilon_spent"] < 10
+
+
+def test_fake_copies_leave_the_private_release_unchanged(monkeypatch):
+    """The private side's noise is the same Gaussian mechanism whatever fake_copies is."""
+    import dpgen.methods.dpswd as mod
+
+    seen = {}
+
+    def spy(x, y, **kw):
+        seen["real"], seen["fake"], seen["sigma"] = x.shape, y.shape, kw["sigma"]
+        return (x.sum() + y.sum()) * 0
+
+    monkeypatch.setattr(mod, "sliced_wasserstein", spy)
+    cfg = _cfg("method.fake_copies=4", "method.k=64")
+    meth = mod.DPSWD(cfg, num_classes=10, data_dim=64, n_private=1000, steps=100, batch_size=50)
+    meth.rng = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 10, (50,))
+    meth.loss(torch.rand(50, 1, 8, 8), y, torch.rand(50, 1, 8, 8), y)
+    assert seen["real"] == (50, 640) and seen["fake"] == (200, 640)
+    assert seen["sigma"] == meth.sigma > 0
+
+
+def test_ema_is_checkpointed_and_bad_values_are_named(tmp_path):
+    from dpgen.train import train_generative
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]", "trainer.ema=0.9")
+    train_generative(cfg, tmp_path)
+    state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    assert state["ema"] is not None
+    ema_w = next(iter(state["ema"].values()))
+    gen_w = next(iter(state["generator"].values()))
+    assert not torch.equal(ema_w, gen_w)  # the average lags the iterate
+    with pytest.raises(ConfigError, match="trainer.ema=1.5"):
+        _cfg("trainer.ema=1.5")
+    with pytest.raises(ConfigError, match="method.fake_copies"):
+        _cfg("method.fake_copies=0")
+    with pytest.raises(ConfigError, match="method.label_mode"):
+        _cfg("method.label_mode=outer")
+
+
+def _dpswd(*overrides, n=1000, steps=100, batch=50):
+    import dpgen.methods.dpswd as mod
+
+    cfg = _cfg(*overrides)
+    meth = mod.DPSWD(cfg, num_classes=10, data_dim=64, n_private=n, steps=steps, batch_size=batch,
+                     image_shape=(1, 8, 8))
+    meth.rng = torch.Generator().manual_seed(1)
+    return meth
+
+
+def test_dp_mean_center_noise_std_and_ledger():
+    meth = _dpswd("method.center=dp_mean", "method.center_noise_multiplier=3.0")
+    x = torch.rand(1000, 1, 8, 8)
+    draws = []
+    for _ in range(200):
+        meth.center = None
+        meth.accountant.history.clear()
+        meth.prepare_data(x, None)
+        draws.append(meth.center.flatten() - x.flatten(1).mean(0))
+    d = torch.stack(draws)
+    expected = 3.0 * 2 * 8.0 / 1000  # z * 2R / N with R = sqrt(64)
+    assert meth.center_info["center_noise_std"] == pytest.approx(expected)
+    assert d.std().item() == pytest.approx(expected, rel=0.05)
+    assert abs(d.mean().item()) < 5 * expected / math.sqrt(d.numel())
+    # the release is one full-batch Gaussian step in the ledger, counted in epsilon
+    assert meth.accountant.history == [{"noise_multiplier": 3.0, "sample_rate": 1.0, "num_steps": 1}]
+    assert meth.epsilon() > 0
+
+
+def test_dp_mean_calibration_keeps_the_total_within_budget():
+    with_c = _dpswd("method.center=dp_mean", steps=300)
+    without = _dpswd("method.center=none", steps=300)
+    assert with_c.noise_multiplier > without.noise_multiplier  # the center costs a little
+    assert with_c.max_steps >= 300 and without.max_steps >= 300  # both calibrated for the run
+    from dpgen.privacy.accountants import WangWORAccountant
+
+    acc = WangWORAccountant()  # independent cross-check of the composed ledger
+    acc.step(noise_multiplier=with_c.prefix, sample_rate=1.0)
+    acc.step(noise_multiplier=with_c.noise_multiplier, sample_rate=with_c.sample_rate, num_steps=with_c.max_steps)
+    assert acc.get_epsilon(with_c.delta_rdp) <= 10 * (1 + 1e-3)
+    acc.step(noise_multiplier=with_c.noise_multiplier, sample_rate=with_c.sample_rate)
+    assert acc.get_epsilon(with_c.delta_rdp) > 10 - 0.05
+    # a center noise so small that it alone exceeds the budget is refused, naming the setting
+    with pytest.raises(ValueError, match="center_noise_multiplier"):
+        _dpswd("method.center=dp_mean", "method.center_noise_multiplier=0.05", "privacy.epsilon=1.0")
+
+
+def test_resume_keeps_the_released_center(tmp_path):
+    from dpgen.train import train_generative
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=2", "task.eval_models=[]")
+    m1 = train_generative(cfg, tmp_path)
+    c1 = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["method"]["center"]
+    cfg2 = _cfg("trainer.epochs=null", "trainer.steps=4", "task.eval_models=[]", "resume=true")
+    m2 = train_generative(cfg2, tmp_path)
+    state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    torch.testing.assert_close(state["method"]["center"], c1)  # not re-drawn
+    hist = state["method"]["accountant"]["history"]
+    assert sum(h["num_steps"] for h in hist if h["sample_rate"] == 1.0) == 1  # released (and counted) once
+    assert m2["privacy"]["private_steps"] == 4 and m2["privacy"]["epsilon_spent"] > m1["privacy"]["epsilon_spent"]
