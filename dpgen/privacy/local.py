@@ -95,7 +95,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
 
     def delta_of(s: float) -> float:
         a, b = D / (2 * s), epsilon * s / D
-        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
+        return norm.cdf(a - b) - math.exp(epsilon + norm.logcdf(-a - b))  # e^eps Phi(.) without overflow
 
     lo, hi = 1e-6 * D, D
     while delta_of(hi) > delta:

@@ -1,0 +1,261 @@
+"""Entropic-LDP GAN: losses (geomloss <-> POT mapping), the one-time release, config errors, a fit."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from dpgen.config import ConfigError, register_configs, validate
+from dpgen.losses.entropic import (
+    entropic_objective_pot,
+    entropic_wasserstein,
+    geomloss_blur,
+    ground_cost,
+    matched_loss_params,
+    sinkhorn_divergence,
+    wasserstein,
+)
+from dpgen.methods.entropic_ldp import (
+    EntropicLDP,
+    dct2,
+    epsilon_for_noise_scale,
+    noise_scale,
+    privatise,
+    resolve_loss,
+    sparsify_rows,
+)
+from dpgen.privacy.local import project_l1_ball, project_l2_ball
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+register_configs()
+
+
+def _compose(overrides):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ---- losses --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("p,reg", [(2, 0.5), (1, 0.5)])
+def test_geomloss_mapping_matches_pot_entropic_cost(p, reg):
+    """geomloss (cost ||x-y||_p^p, blur = lambda^(1/p), no debiasing) == POT's <pi, M> + lambda KL(pi | a x b)."""
+    g = torch.Generator().manual_seed(p * 10 + int(reg * 10))
+    x = torch.randn(20, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(25, 3, generator=g, dtype=torch.float64) * 0.7 + 0.5
+    ours = float(entropic_wasserstein(x, y, p=p, reg=reg, scaling=0.99))
+    pot = entropic_objective_pot(x.numpy(), y.numpy(), p=p, reg=reg)
+    assert ours == pytest.approx(pot, rel=2e-3)
+    # the entropic value lies above the exact W_p^p (the KL term is >= 0 and the plan is suboptimal for W_p)
+    assert ours > float(wasserstein(x, y, p=p))
+    # debiased divergence = OT(x, y) - (OT(x, x) + OT(y, y)) / 2, each by POT
+    s = float(sinkhorn_divergence(x, y, p=p, reg=reg, scaling=0.99))
+    s_pot = pot - 0.5 * (entropic_objective_pot(x.numpy(), x.numpy(), p, reg)
+                         + entropic_objective_pot(y.numpy(), y.numpy(), p, reg))
+    assert s == pytest.approx(s_pot, rel=1e-2, abs=2e-3)
+
+
+def test_matching_rule_and_blur():
+    assert matched_loss_params("laplace", 0.3) == (1, 0.3)
+    p, reg = matched_loss_params("gaussian", 0.3)
+    assert p == 2 and reg == pytest.approx(2 * 0.09)
+    assert geomloss_blur(2, reg) == pytest.approx(np.sqrt(2) * 0.3)  # blur^2 = lambda = 2 s^2
+    assert geomloss_blur(1, 0.3) == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="p=3"):
+        ground_cost(torch.zeros(2, 2), torch.zeros(2, 2), 3)
+    with pytest.raises(ValueError, match="reg"):
+        entropic_wasserstein(torch.zeros(3, 2), torch.ones(3, 2), p=2, reg=0.0)
+
+
+def test_ground_cost_is_the_lp_norm_to_the_p():
+    x, y = torch.tensor([[0.0, 0.0]]), torch.tensor([[3.0, -4.0]])
+    assert float(ground_cost(x, y, 1)) == pytest.approx(7.0)   # l1, not the Euclidean 5
+    assert float(ground_cost(x, y, 2)) == pytest.approx(25.0)  # squared Euclidean, not 25 / 2
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_exact_wasserstein_matches_the_1d_closed_form_and_has_gradients(p):
+    g = torch.Generator().manual_seed(p)
+    x = torch.randn(64, 1, generator=g, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(64, 1, generator=g, dtype=torch.float64) * 2 + 1
+    w = wasserstein(x, y, p=p)
+    closed = (torch.sort(x.detach().flatten()).values - torch.sort(y.flatten()).values).abs().pow(p).mean()
+    assert float(w.detach()) == pytest.approx(float(closed), rel=1e-9)
+    w.backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+
+
+# ---- the release ------------------------------------------------------------------------------------------------
+def _method(mechanism="gaussian", epsilon=5.0, radius=1.0, **method):
+    cfg = validate(_compose(["method=entropic_ldp", "dataset=manifolds", f"method.mechanism={mechanism}",
+                             f"method.radius={radius}", f"privacy.epsilon={epsilon}", "privacy.secret_randomness=true",
+                             *[f"method.{k}={v}" for k, v in method.items()]]))
+    return EntropicLDP(cfg, data_dim=2, n_private=4000, steps=10, batch_size=100), cfg
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_privatised_data_is_never_clean_and_has_the_mechanism_scale(mechanism, tmp_path):
+    from dpgen.data.synthetic import manifold_samples
+
+    m, _ = _method(mechanism, epsilon=8.0, radius=1.0)
+    x = torch.tensor(manifold_samples("ellipse", 4000, np.random.default_rng(0), a=0.5, b=0.25),
+                     dtype=torch.float32)  # inside both unit balls: the projection changes nothing
+    y = torch.arange(4000) % 3
+    z, yz = m.prepare_data(x, y, tmp_path)
+    assert z.shape == x.shape and not torch.any(z == x)
+    assert torch.all(yz == 0)  # labels dropped
+    noise = (z - x).double().flatten().numpy()
+    scale = m.noise_scale
+    expected = 2 * 1.0 / 8.0 if mechanism == "laplace" else noise_scale("gaussian", 8.0, 1e-5, 1.0)
+    assert scale == pytest.approx(expected)
+    if mechanism == "laplace":
+        assert np.mean(np.abs(noise)) == pytest.approx(scale, rel=0.04)   # E|Laplace(b)| = b
+        assert m.p == 1 and m.reg == pytest.approx(scale)
+    else:
+        assert np.std(noise) == pytest.approx(scale, rel=0.03)
+        assert m.p == 2 and m.reg == pytest.approx(2 * scale ** 2)
+    assert abs(np.mean(noise)) < 4 * scale / np.sqrt(noise.size) * 1.5
+    # the release is cached with its parameters: a second call (a resumed run) reuses it, no fresh noise
+    z2, _ = m.prepare_data(x, y, tmp_path)
+    assert torch.equal(z, z2)
+    m_other, _ = _method(mechanism, epsilon=4.0, radius=1.0)
+    with pytest.raises(ValueError, match="second release"):
+        m_other.prepare_data(x, y, tmp_path)
+    rep = m.privacy_report()
+    assert rep["depends_on_steps"] is False and rep["epsilon_spent"] == 8.0 and m.max_steps is None
+
+
+def test_release_projects_on_the_ball():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3000, 4)) * 5  # far outside the balls
+    for mech, proj, norm in (("gaussian", project_l2_ball, lambda v: np.linalg.norm(v, axis=1)),
+                             ("laplace", project_l1_ball, lambda v: np.abs(v).sum(axis=1))):
+        eps = 50.0
+        z, s = privatise(x, mech, eps, 1e-5, 1.0, rng=np.random.default_rng(1))
+        assert np.all(norm(proj(x, 1.0)) <= 1.0 + 1e-9)
+        noise = z - proj(x, 1.0)  # the noise is added to the projected record
+        est = np.std(noise) if mech == "gaussian" else np.mean(np.abs(noise))
+        assert est == pytest.approx(s, rel=0.05)
+
+
+def test_dct_release_sparsifies_projects_and_matches_the_torch_dct():
+    from scipy.fft import dctn
+
+    rng = np.random.default_rng(4)
+    imgs = rng.uniform(size=(50, 1, 8, 8))
+    t = dct2(torch.tensor(imgs))
+    np.testing.assert_allclose(t.numpy(), dctn(imgs, type=2, norm="ortho", axes=(-2, -1)), atol=1e-10)
+    rows = dctn(imgs, type=2, norm="ortho", axes=(-2, -1)).reshape(50, -1)
+    sp = sparsify_rows(rows, 0.8)
+    assert np.all((sp != 0).sum(axis=1) <= np.ceil(0.2 * 64) + 1)
+    z, b = privatise(imgs, "laplace", 200.0, 1e-5, 2.0, dct_shape=(8, 8), dct_quantile=0.8,
+                     rng=np.random.default_rng(5))
+    clean_release = project_l1_ball(sp, 2.0)
+    assert np.mean(np.abs(z - clean_release)) == pytest.approx(b, rel=0.05)
+
+
+def test_epsilon_for_noise_scale_inverts_the_calibration():
+    for mech in ("laplace", "gaussian"):
+        eps = epsilon_for_noise_scale(mech, 0.3, 1.0, 1e-5)
+        assert noise_scale(mech, eps, 1e-5, 1.0) == pytest.approx(0.3, rel=1e-6)
+
+
+def test_loss_refuses_unprivatised_data():
+    m, _ = _method()
+    with pytest.raises(RuntimeError, match="clean data"):
+        m.loss(torch.zeros(4, 2), None, torch.ones(4, 2), None)
+
+
+# ---- bad input -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("override,named", [
+    ("privacy.epsilon=0", "privacy.epsilon"),
+    ("privacy.epsilon=-1", "privacy.epsilon"),
+    ("method.radius=0", "method.radius"),
+    ("method.radius=-2", "method.radius"),
+    ("method.p=2", "method.p=2"),
+    ("method.reg=0", "method.reg"),
+    ("method.loss=kl", "method.loss"),
+])
+def test_bad_input_is_named(override, named):
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        validate(_compose(["method=entropic_ldp", "method.mechanism=laplace", override]))
+
+
+def test_mismatched_p_is_allowed_when_forced():
+    with pytest.warns(UserWarning, match="does not match"):
+        validate(_compose(["method=entropic_ldp", "method.mechanism=laplace", "method.p=2", "method.force=true"]))
+    with pytest.raises(ValueError, match="force"):
+        resolve_loss("gaussian", 0.2, p=1)
+    with pytest.warns(UserWarning):
+        assert resolve_loss("gaussian", 0.2, p=1, force=True) == (1, pytest.approx(0.08))
+
+
+def test_wp_gan_baseline_is_the_same_release_with_the_plain_loss():
+    m, _ = _method("gaussian", loss="wasserstein")
+    assert m.loss_kind == "wasserstein" and m.p == 2
+
+
+# ---- training -------------------------------------------------------------------------------------------------
+def test_zero_noise_tiny_regularisation_fits_a_2d_target():
+    """Without noise and with lambda -> 0 the entropic loss is W2^2: the generator must fit the target."""
+    from dpgen.tables.ldp_common import fit_generator, generate, w2
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(-1, 1, size=128)
+    target = np.stack([t, 0.5 * t + 0.3], axis=1)  # a segment
+    tt = torch.tensor(target, dtype=torch.float32)
+    torch.manual_seed(0)
+    gen0, _, _ = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, out_shape=(2,),
+                               steps=1, lr=1e-9, seed=0, progress=False)
+    before = w2(generate(gen0, 128).numpy(), target)
+    gen, _, hist = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, out_shape=(2,),
+                                 steps=150, lr=3e-3, optimizer="adam", seed=0, scaling=0.6, progress=False)
+    after = w2(generate(gen, 128).numpy(), target)
+    # the target's spread is W2(target, its mean) ~ 0.65; the untrained generator sits at ~0.7
+    assert after < 0.15 and after < 0.2 * before, (before, after, hist[-3:])
+
+
+def test_trainer_runs_privatises_once_and_resume_reuses_the_release(tmp_path):
+    from dpgen.tasks import TASKS
+
+    ov = ["experiment=ldp_manifolds", "dataset.options.n=200", "trainer.batch_size=200", "trainer.steps=2",
+          "trainer.progress=false", "trainer.log_every=1", "trainer.checkpoint_every=1", "method.scaling=0.5"]
+    cfg = validate(_compose(ov))
+    m = TASKS["generation"](cfg, output_dir=tmp_path)
+    priv = m["privacy"]
+    assert priv["private"] and priv["depends_on_steps"] is False and priv["max_steps_in_budget"] is None
+    assert priv["epsilon_spent"] == cfg.privacy.epsilon
+    eps_logged = [json.loads(l).get("epsilon") for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(e in (None, cfg.privacy.epsilon) for e in eps_logged)
+    release = torch.load(tmp_path / "privatised_data.pt", weights_only=False)["x"]
+    cfg2 = validate(_compose(ov[:-4] + ["trainer.steps=4", "trainer.progress=false", "trainer.log_every=1",
+                                        "trainer.checkpoint_every=1", "method.scaling=0.5", "resume=true"]))
+    m2 = TASKS["generation"](cfg2, output_dir=tmp_path)
+    assert m2["steps"] == 4
+    assert torch.equal(torch.load(tmp_path / "privatised_data.pt", weights_only=False)["x"], release)
+
+
+def test_wavelet_denoising_and_its_oracle_tuning_reduce_the_error():
+    from dpgen.baselines import tune_wavelet, wavelet_denoise
+
+    rng = np.random.default_rng(6)
+    yy, xx = np.mgrid[0:28, 0:28] / 27.0
+    clean = np.stack([np.clip(1 - 4 * ((xx - c) ** 2 + (yy - 0.5) ** 2), 0, 1) for c in (0.3, 0.5, 0.7)])
+    noisy = clean + rng.normal(0, 0.3, clean.shape)
+    best = tune_wavelet(noisy, clean, 0.3, wavelets=("haar", "db2"), levels=(1, 2), threshold_factors=(1.0, 3.0))
+    assert best["error"] < 0.6 * best["error_noisy"]
+    den = wavelet_denoise(noisy, best["wavelet"], best["level"], best["threshold"], best["mode"])
+    assert den.shape == noisy.shape
+    np.testing.assert_allclose(wavelet_denoise(clean, "haar", 2, 0.0), clean, atol=1e-10)  # threshold 0: identity
