@@ -13,13 +13,15 @@ SCALE ?= smoke
 DATA_ROOT ?=
 DATASETS ?= mnist,fashion_mnist
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
+comma := ,
 
 export MPLBACKEND := Agg
 
 .PHONY: help install run test test-slow bench tables \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
-        table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd
+        table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
+        table-dpswd-da fig-dpswd-eps
 
 help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies"
@@ -38,6 +40,16 @@ help:
 	@echo "table-dpswd-generation    DP-SWD Table 2 (SCALE=smoke|cpu|paper, DATASETS=mnist,fashion_mnist, DATA_ROOT=)"
 	@echo "fig-dpswd-toy             DP-SWD Figure 2 (SWD vs DP-SWD on Gaussians; SCALE=smoke|paper)"
 	@echo "fig-dpswd-celeba          DP-SWD CelebA FID (SWD, DP-SWD-c, DP-SWD-b; SCALE=smoke|paper, DATA_ROOT=)"
+	@echo "fig-ldp-manifolds         Entropic-LDP Figs 1, 6, 7 (manifolds; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_manifolds.csv"
+	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=)"
+	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (mnist10k; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_convergence.csv"
+	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
+	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=)"
+	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=)"
+	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
+	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
+	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
+	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=)"
 
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
@@ -57,6 +69,7 @@ test-slow:
 bench:
 	$(PYTHON) scripts/bench.py
 	$(PYTHON) scripts/bench_swd.py
+	$(PYTHON) scripts/bench_sinkhorn.py
 
 bench-swd:
 	$(PYTHON) scripts/bench_swd.py
@@ -91,8 +104,48 @@ table-dpswd-generation:
 fig-dpswd-celeba:
 	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG)
 
+table-dpswd-da:
+	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG)
+
+fig-dpswd-eps:
+	$(PYTHON) -m dpgen.tables.dpswd_da --figure --scale $(SCALE) $(DATA_ROOT_ARG)
+
 fig-dpswd-toy:
 	$(PYTHON) -m dpgen.tables.dpswd_toy --scale $(if $(filter paper,$(SCALE)),paper,smoke)
 
+.PHONY: table-wdp-dl
+# WDP_DL_DATASETS empty: the scale's own (smoke: mnist10k; cpu: mnist10k,usps; paper: mnist,fashion_mnist,cifar10,svhn)
+WDP_DL_DATASETS ?=
+table-wdp-dl:
+	$(PYTHON) -m dpgen.tables.wdp_dl --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG)
+
+.PHONY: table-dpsinkhorn-mnist table-dpsinkhorn-celeba table-dpsinkhorn-ablation
+# DP-Sinkhorn Tables 1-5 (dpgen/tables/dpsinkhorn_tables.py): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=
+table-dpsinkhorn-mnist:
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables mnist --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG)
+
+table-dpsinkhorn-celeba:
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables celeba --scale $(SCALE) $(DATA_ROOT_ARG)
+
+table-dpsinkhorn-ablation:
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables ablation --scale $(SCALE) --datasets $(firstword $(subst $(comma), ,$(DATASETS))) $(DATA_ROOT_ARG)
+
 clean-outputs:
 	find outputs -mindepth 1 ! -name README.md -exec rm -rf {} +
+
+# ---- entropic-LDP GAN (dpgen/tables/ldp_*.py) ----
+.PHONY: fig-ldp-manifolds fig-ldp-mnist fig-ldp-convergence fig-ldp-trainsize
+LDP_SCALE3 = $(if $(filter paper cpu,$(SCALE)),$(SCALE),smoke)
+LDP_SCALE2 = $(if $(filter paper,$(SCALE)),paper,smoke)
+
+fig-ldp-manifolds:
+	$(PYTHON) -m dpgen.tables.ldp_manifolds --scale $(LDP_SCALE3)
+
+fig-ldp-mnist:
+	$(PYTHON) -m dpgen.tables.ldp_mnist --scale $(LDP_SCALE2) $(DATA_ROOT_ARG)
+
+fig-ldp-convergence:
+	$(PYTHON) -m dpgen.tables.ldp_convergence --scale $(LDP_SCALE3) $(DATA_ROOT_ARG)
+
+fig-ldp-trainsize:
+	$(PYTHON) -m dpgen.tables.ldp_trainsize --scale $(LDP_SCALE2) $(DATA_ROOT_ARG)

@@ -36,7 +36,7 @@ def _choice(value, name: str, choices) -> None:
 # method/
 # ------------------------------------------------------------------------------------------------
 
-BOUNDS = ("bernstein", "clt", "chernoff")
+BOUNDS = ("bernstein", "clt", "chernoff", "frame")
 CONVENTIONS = ("paper_text", "authors_code")
 SAMPLINGS = ("without_replacement", "poisson")
 
@@ -61,7 +61,8 @@ class DPSWDConfig(MethodConfig):
     name: str = "dpswd"
     k: int = 1000
     #: sensitivity bound: bernstein (Lemma 2, rigorous), clt (section 3.1, approximate),
-    #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein)
+    #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein),
+    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta)
     bound: str = "bernstein"
     #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
     convention: str = "paper_text"
@@ -75,6 +76,20 @@ class DPSWDConfig(MethodConfig):
     #: weight of the one-hot label appended to each compared row (0: unconditional; null: 0.5 sqrt(d),
     #: comparable to the norm of a [0, 1] image, so labels weigh as much as pixels)
     label_weight: Optional[float] = None
+    #: how labels enter the compared row: concat ([x, label_weight one_hot(y)]) or tensor (x outer
+    #: one_hot(y), dimension d x C; see dpgen/methods/dpswd.py)
+    label_mode: str = "concat"
+    #: compare images through their keep x keep lowest 2-D DCT frequencies per channel (a fixed
+    #: contraction; null: all pixels). See dpgen.methods.dpswd.LowPass
+    compare_lowpass: Optional[int] = None
+    #: subtract a center from every record before the row bound: none | dp_mean (the mean record,
+    #: released once by a Gaussian mechanism with center_noise_multiplier and composed in the ledger;
+    #: the row bound then spends its norm on what distinguishes records, not on what they share)
+    center: str = "none"
+    center_noise_multiplier: float = 5.0
+    #: noisy copies of each generated row in the loss (1: Algorithm 1; m > 1 averages the generated
+    #: side's smoothing noise over m draws: lower-variance gradients, same privacy)
+    fake_copies: int = 1
     #: how private rows are bounded to ||x|| <= 1/2 (Lemma 2): clip (per row) or scale (constant)
     row_bound: str = "clip"
     #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes the noise
@@ -95,7 +110,13 @@ class DPSWDConfig(MethodConfig):
             check_positive_int(self.compare_dim, "method.compare_dim")
         if self.label_weight is not None and self.label_weight < 0:
             raise ConfigError(f"method.label_weight={self.label_weight} is invalid: it must be >= 0.")
-        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none"))
+        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none", "batch_max"))
+        _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
+        check_positive_int(self.fake_copies, "method.fake_copies")
+        _choice(self.center, "method.center", ("none", "dp_mean"))
+        check_positive(self.center_noise_multiplier, "method.center_noise_multiplier")
+        if self.compare_lowpass is not None:
+            check_positive_int(self.compare_lowpass, "method.compare_lowpass")
         if self.row_bound == "none":
             import warnings
 
@@ -111,13 +132,18 @@ class SWDConfig(MethodConfig):
     order: int = 2
     compare_dim: Optional[int] = None
     label_weight: Optional[float] = None
+    label_mode: str = "concat"
+    compare_lowpass: Optional[int] = None
+    #: none | dp_mean (for SWD: the exact mean, the same compared space as DP-SWD without noise)
+    center: str = "none"
     row_bound: str = "clip"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive_int(self.k, "method.k", "the number of random projections")
         _choice(self.order, "method.order", (1, 2))
-        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none"))
+        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none", "batch_max"))
+        _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
 
 
 @dataclass
@@ -131,12 +157,33 @@ class DPSinkhornConfig(MethodConfig):
     #: entropy regularisation of the Sinkhorn divergence (0.05 MNIST, 5 CelebA)
     entropy_reg: float = 0.05
     alpha_c: float = 15.0
+    #: Sinkhorn loss settings (dpgen/losses/sinkhorn.py): geomloss backend and epsilon-scaling ratio
+    backend: str = "tensorized"
+    scaling: float = 0.5
+    #: adversarial variants (Eq. 6): weight of the normalised features, feature extractors' Adam lr,
+    #: number of data partitions (one extractor each; null: N // batch_size)
+    alpha_a: float = 10.0
+    feature_lr: float = 1e-4
+    num_partitions: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
         check_positive(self.noise_multiplier, "method.noise_multiplier")
         check_positive(self.entropy_reg, "method.entropy_reg")
+        _check_sinkhorn_fields(self)
+
+
+def _check_sinkhorn_fields(c) -> None:
+    check_positive(c.entropy_reg, "method.entropy_reg", "the entropy regularisation epsilon")
+    if c.alpha_c < 0 or c.alpha_a < 0:
+        raise ConfigError(f"method.alpha_c={c.alpha_c} / method.alpha_a={c.alpha_a} is invalid: both must be >= 0.")
+    _choice(c.backend, "method.backend", ("auto", "tensorized", "online"))
+    if not 0.0 < c.scaling < 1.0:
+        raise ConfigError(f"method.scaling={c.scaling} is invalid: geomloss' epsilon-scaling ratio lies in (0, 1).")
+    check_positive(c.feature_lr, "method.feature_lr")
+    if c.num_partitions is not None:
+        check_positive_int(c.num_partitions, "method.num_partitions")
 
 
 @dataclass
@@ -146,6 +193,15 @@ class SinkhornConfig(MethodConfig):
     sampling: str = "poisson"
     entropy_reg: float = 0.05
     alpha_c: float = 15.0
+    backend: str = "tensorized"
+    scaling: float = 0.5
+    alpha_a: float = 10.0
+    feature_lr: float = 1e-4
+    num_partitions: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_sinkhorn_fields(self)
 
 
 @dataclass
@@ -157,12 +213,50 @@ class EntropicLDPConfig(MethodConfig):
     radius: float = 1.0
     #: diameter (2r, correct under LDP) or radius (the paper's text)
     sensitivity: str = "diameter"
+    #: Gaussian calibration: analytic (Balle & Wang, any epsilon) or classic (proven for epsilon < 1)
+    calibration: str = "analytic"
+    #: project records on the ball (false: the records must already lie in it; checked)
+    project: bool = True
+    #: training loss (dpgen/losses/entropic.py): entropic (W_{p,lambda}, no debiasing), wasserstein
+    #: (exact W_p^p, POT), sinkhorn (debiased Sinkhorn divergence)
+    loss: str = "entropic"
+    #: order p (null: matched to the mechanism, laplace -> 1, gaussian -> 2)
+    p: Optional[int] = None
+    #: entropic regularisation lambda (null: matched, laplace b -> b, gaussian s -> 2 s^2)
+    reg: Optional[float] = None
+    #: allow p not matching the mechanism (a warning instead of an error)
+    force: bool = False
+    #: Laplace + DCT as section 4.4: DCT of each image, coefficients below the per-image
+    #: dct_quantile of |c| set to 0, then the l1 projection; generated images are DCT'd too
+    dct: bool = False
+    dct_quantile: float = 0.8
+    #: geomloss epsilon-scaling ratio in (0, 1) (closer to 1: more accurate, slower)
+    scaling: float = 0.9
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _choice(self.mechanism, "method.mechanism", ("laplace", "gaussian"))
         check_positive(self.radius, "method.radius", "the ball the records are projected on")
         _choice(self.sensitivity, "method.sensitivity", ("diameter", "radius"))
+        _choice(self.calibration, "method.calibration", ("analytic", "classic"))
+        _choice(self.loss, "method.loss", ("entropic", "wasserstein", "sinkhorn"))
+        if self.p is not None:
+            _choice(self.p, "method.p", (1, 2))
+            matched = 1 if self.mechanism == "laplace" else 2
+            if self.p != matched:
+                msg = (f"method.p={self.p} does not match method.mechanism={self.mechanism} (the paper's rule: "
+                       f"laplace -> p = 1, gaussian -> p = 2, so the entropic loss denoises the mechanism)")
+                if not self.force:
+                    raise ConfigError(msg + f": set method.p={matched} (or null), or method.force=true.")
+                import warnings
+
+                warnings.warn(msg + "; method.force=true: going on.", stacklevel=2)
+        if self.reg is not None:
+            check_positive(self.reg, "method.reg", "the entropic regularisation lambda")
+        if not 0.0 < self.dct_quantile < 1.0:
+            raise ConfigError(f"method.dct_quantile={self.dct_quantile} is invalid: it must lie in (0, 1).")
+        if not 0.0 < self.scaling < 1.0:
+            raise ConfigError(f"method.scaling={self.scaling} is invalid: it must lie in (0, 1).")
 
 
 @dataclass
@@ -172,6 +266,56 @@ class DPSGDConfig(MethodConfig):
     name: str = "dpsgd"
     sampling: str = "poisson"
     clip: float = 1.0
+    noise_multiplier: Optional[float] = None
+    #: accountants run on the same training (dpgen/methods/dpsgd.py): moments (DP, the ledger, always on),
+    #: rdp, opacus_rdp (extra DP ledgers), bdp (Bayesian, Triastcyn & Faltings), wdp (Wasserstein)
+    accountants: List[str] = field(default_factory=lambda: ["moments", "bdp", "wdp"])
+    bdp_delta: float = 1e-10
+    wdp_delta: float = 1e-10
+    #: WDP order mu and Theorem 1's beta (the WDP authors' code: 16 and 32)
+    wdp_order: float = 16.0
+    wdp_beta: float = 32.0
+    #: examples per batch whose clipped gradients give the pairs of the bdp/wdp accountants (k(k-1)/2 pairs)
+    pair_examples: int = 8
+    #: per-example gradients computed this many at a time (null: the whole batch at once)
+    chunk_size: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.clip, "method.clip", "the per-sample gradient clipping bound C")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
+        for a in self.accountants:
+            _choice(a, "method.accountants[]", ("moments", "rdp", "opacus_rdp", "bdp", "wdp"))
+        check_delta(self.bdp_delta, "method.bdp_delta")
+        check_delta(self.wdp_delta, "method.wdp_delta")
+        if not self.wdp_order >= 1:
+            raise ConfigError(f"method.wdp_order={self.wdp_order} is invalid: the WDP order mu must be >= 1.")
+        check_positive(self.wdp_beta, "method.wdp_beta", "Theorem 1's free parameter beta, e.g. 32")
+        if self.pair_examples < 2:
+            raise ConfigError(f"method.pair_examples={self.pair_examples} is invalid: the bdp/wdp accountants need "
+                              "at least 2 per-example gradients per step (3 for bdp); e.g. 8.")
+        if self.chunk_size is not None:
+            check_positive_int(self.chunk_size, "method.chunk_size")
+
+
+@dataclass
+class DANNConfig(MethodConfig):
+    """DANN (Ganin et al. 2016): a domain discriminator trained through gradient reversal (non-private)."""
+
+    name: str = "dann"
+    private: bool = False
+
+
+@dataclass
+class DPDANNConfig(MethodConfig):
+    """DP-DANN: DANN whose target-dependent gradients are clipped per sample at C and noised (DP-SGD)."""
+
+    name: str = "dpdann"
+    sampling: str = "poisson"
+    #: per-sample clipping bound C of the target term's gradient
+    clip: float = 1.0
+    #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes it
     noise_multiplier: Optional[float] = None
 
     def __post_init__(self) -> None:
@@ -207,6 +351,32 @@ class DatasetConfig:
     def __post_init__(self) -> None:
         check_positive_int(self.n_train, "dataset.n_train")
         check_positive_int(self.dim, "dataset.dim")
+
+
+@dataclass
+class DADatasetConfig(DatasetConfig):
+    """A domain-adaptation problem: a public labelled source and a private unlabelled target.
+
+    ``n_train`` is N of the private target (Table 4), ``dim`` the input dimension of one record.
+    """
+
+    #: the problem's short name (U-M, M-U, VisDA, D-W, ...), the row of DP-SWD Table 1
+    problem: str = MISSING
+    source: str = MISSING
+    target: str = MISSING
+    source_split: str = "train"
+    target_split: str = "train"
+    source_options: Dict[str, Any] = field(default_factory=dict)
+    target_options: Dict[str, Any] = field(default_factory=dict)
+    #: size of the public source (checked against the files; null: not checked)
+    n_source: Optional[int] = None
+    #: the delta of Table 1's caption for this problem (privacy.delta is what the run uses)
+    paper_delta: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_source is not None:
+            check_positive_int(self.n_source, "dataset.n_source")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -277,13 +447,66 @@ class GenerationTaskConfig(TaskConfig):
 
 
 @dataclass
+class ClassificationTaskConfig(TaskConfig):
+    """Train a classifier with DP-SGD (method=dpsgd), test it once on the real test split (WDP Table 2)."""
+
+    name: str = "classification"
+    #: the CNN (dpgen/models/classifiers.py): auto (by channels), triastcyn_mnist, triastcyn_cifar
+    model: str = "auto"
+    #: normalisation layers: group (per example; batch norm would break per-example clipping) or none
+    norm: str = "group"
+    #: examples per forward pass when testing
+    eval_batch_size: int = 1000
+
+    def __post_init__(self) -> None:
+        _choice(self.model, "task.model", ("auto", "triastcyn_mnist", "triastcyn_cifar"))
+        _choice(self.norm, "task.norm", ("group", "none"))
+        check_positive_int(self.eval_batch_size, "task.eval_batch_size")
+
+
+@dataclass
+class DomainAdaptationTaskConfig(TaskConfig):
+    """Train a feature extractor + classifier on a public labelled source so that it works on a
+    private unlabelled target (dp-swd.txt section 4, Algorithm 2); accuracy on the target."""
+
+    name: str = "domain_adaptation"
+    #: weight of the adaptation term (sliced distance for dpswd/swd, domain loss for dann/dpdann)
+    adapt_weight: float = 1.0
+    #: random projections of the sliced distances (dpswd, swd); null: method.k
+    k: Optional[int] = None
+    #: DP-SWD: how the target enters the gradient. mechanism (default, covered by the analysis): the
+    #: target's noisy projections are released and detached, the gradient flows through the source
+    #: side only; through: also back-propagate through g(x_target) as Algorithm 2 line 13 publishes
+    #: (that gradient is NOT a post-processing of the mechanism: reproduction only)
+    target_grad: str = "mechanism"
+    #: dann/dpdann: Ganin et al.'s schedule 2 / (1 + exp(-10 p)) - 1 of the reversal weight
+    grl_schedule: bool = True
+    #: dpswd/swd: dim multiplies SWD_2^2 by the latent dimension d (a projection on a random unit
+    #: direction carries ||z||^2 / d on average, so the distance is in the rows' own units); none: as is
+    sliced_scale: str = "dim"
+    #: evaluate the target accuracy every this many steps (null: only at the end; never used for selection)
+    eval_every: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        check_positive(self.adapt_weight, "task.adapt_weight")
+        if self.k is not None:
+            check_positive_int(self.k, "task.k", "the number of random projections")
+        _choice(self.target_grad, "task.target_grad", ("mechanism", "through"))
+        _choice(self.sliced_scale, "task.sliced_scale", ("dim", "none"))
+        if self.eval_every is not None:
+            check_positive_int(self.eval_every, "task.eval_every")
+
+
+@dataclass
 class ModelConfig:
     #: auto (from the data shape: merf_conv for 28x28, dcgan64 for 64x64, else mlp), mlp, merf_conv, dcgan64
     generator: str = "auto"
     code_dim: int = 10
 
     def __post_init__(self) -> None:
-        _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64"))
+        _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64",
+                                                    "mlp256_uniform", "fc500", "dcgan28",
+                                                    "dcgan", "biggan32"))
         check_positive_int(self.code_dim, "model.code_dim")
 
 
@@ -295,7 +518,7 @@ class LoggerConfig:
     project: str = "dpgen"
 
     def __post_init__(self) -> None:
-        _choice(self.name, "logger.name", ("none", "csv", "wandb"))
+        _choice(self.name, "logger.name", ("none", "csv", "wandb", "tensorboard"))
         _choice(self.mode, "logger.mode", ("offline", "online", "disabled"))
 
 
@@ -316,8 +539,13 @@ class TrainerConfig:
     betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
     momentum: float = 0.0
+    #: decay of an exponential moving average of the generator's weights, evaluated and released
+    #: instead of the last iterate (null: off). Post-processing: no privacy cost.
+    ema: Optional[float] = None
 
     def __post_init__(self) -> None:
+        if self.ema is not None and not 0.0 < self.ema < 1.0:
+            raise ConfigError(f"trainer.ema={self.ema} is invalid: give a decay in (0, 1) (e.g. 0.99) or null.")
         _choice(self.optimizer, "trainer.optimizer", ("adam", "sgd", "rmsprop"))
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"trainer.betas={list(self.betas)} is invalid: give two numbers in [0, 1).")
@@ -372,6 +600,12 @@ def register_configs() -> None:
     cs.store(group="schema/privacy", name="privacy", node=PrivacyConfig)
     cs.store(group="schema/task", name="accounting", node=AccountingTaskConfig)
     cs.store(group="schema/task", name="generation", node=GenerationTaskConfig)
+    cs.store(group="schema/task", name="classification", node=ClassificationTaskConfig)
+    # domain adaptation (dpgen/tasks/domain_adaptation.py)
+    cs.store(group="schema/method", name="dann", node=DANNConfig)
+    cs.store(group="schema/method", name="dpdann", node=DPDANNConfig)
+    cs.store(group="schema/dataset", name="domain_adaptation", node=DADatasetConfig)
+    cs.store(group="schema/task", name="domain_adaptation", node=DomainAdaptationTaskConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
 
 

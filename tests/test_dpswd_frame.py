@@ -200,3 +200,13 @@ def test_resume_keeps_the_released_center(tmp_path):
     hist = state["method"]["accountant"]["history"]
     assert sum(h["num_steps"] for h in hist if h["sample_rate"] == 1.0) == 1  # released (and counted) once
     assert m2["privacy"]["private_steps"] == 4 and m2["privacy"]["epsilon_spent"] > m1["privacy"]["epsilon_spent"]
+
+
+def test_tensorboard_logger_writes_events(tmp_path):
+    pytest.importorskip("tensorboard")
+    from dpgen.train import train_generative
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=2", "trainer.log_every=1", "task.eval_models=[]",
+               "logger=tensorboard", "method.center=none")
+    train_generative(cfg, tmp_path)
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))

@@ -66,7 +66,7 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
     from dpgen.tables import dpswd_generation
 
     rows = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root),
-                                      variants=["SWD", "DP-SWD-b"])
+                                      variants=["SWD", "DP-SWD-b", "DP-SWD-f (dpgen)"])
     for r in rows:
         assert r["status"] == "ok", r
         assert 0 <= r["mlp_mean"] <= 100 and 0 <= r["logreg_mean"] <= 100
@@ -74,6 +74,7 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
             assert 0 < r["epsilon_spent"] <= 10
     paper = {r["method"]: r for r in rows}
     assert paper["DP-SWD-b"]["mlp_paper"] == 76 and paper["SWD"]["logreg_paper"] == 82
+    assert paper["DP-SWD-f (dpgen)"]["mlp_paper"] is None  # dpgen's row: no paper number
     # absent data: the row says why instead of failing the table
     missing = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(tmp_path / "empty"), variants=["SWD"])
     assert missing[0]["status"].startswith("skipped:") and "MNIST" in missing[0]["status"]
@@ -85,7 +86,7 @@ def test_dpswd_generation_table_every_row(outputs_tmp, fake_data_root):
 
     rows = dpswd_generation.main(["--scale", "smoke", "--datasets", "mnist,fashion_mnist",
                                   "--data-root", str(fake_data_root)])
-    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    assert len(rows) == 2 * len(dpswd_generation.VARIANTS) and all(r["status"] == "ok" for r in rows)
     assert (outputs_tmp / "tables" / "dpswd_table2_generation.csv").exists()
 
 

@@ -63,7 +63,7 @@ def test_run_refuses_to_exceed_the_budget(tmp_path):
     from dpgen.train import train_generative
 
     cfg = _cfg("privacy.epsilon=0.3", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
-               "method.k=50", "method.noise_multiplier=2.0")
+               "method.k=50", "method.noise_multiplier=2.0", "method.center=none")
     m = train_generative(cfg, tmp_path)
     assert m["steps"] < 100000
     assert m["stop_reason"].startswith("privacy budget")
@@ -90,7 +90,9 @@ def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["step"] == 3
     # the failed step's mechanism ran: the kept ledger counts it
-    assert sum(h["num_steps"] for h in state["method"]["accountant"]["history"]) == 4
+    hist = state["method"]["accountant"]["history"]
+    assert sum(h["num_steps"] for h in hist if h["sample_rate"] < 1) == 4
+    assert sum(h["num_steps"] for h in hist if h["sample_rate"] == 1) == 1  # the DP mean, released once
 
 
 def test_unknown_generator_and_oversized_batch_are_named():
@@ -112,7 +114,7 @@ def _run(out, *args, **kw):
 
 def test_sigkill_then_resume_gives_the_uninterrupted_ledger(tmp_path):
     args = ["trainer.epochs=null", "trainer.steps=800", "trainer.checkpoint_every=100", "trainer.log_every=10",
-            "method.k=100"]
+            "method.k=100", "method.fake_copies=1", "task.eval_models=[]"]  # the default DP mean is kept
     ref = _run(tmp_path / "ref", *args)
     assert ref.wait(timeout=600) == 0, ref.stdout.read()
     ref_m = json.loads((tmp_path / "ref" / "metrics.json").read_text())

@@ -8,6 +8,16 @@ from dpgen.methods.dpswd import DPSWD, SWD
 
 METHODS = {"dpswd": DPSWD, "swd": SWD}
 
+from dpgen.methods.entropic_ldp import EntropicLDP  # noqa: E402
+
+METHODS["entropic_ldp"] = EntropicLDP
+
+from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn, DPSinkhorn,  # noqa: E402
+                                      DPSinkhornParamGrad, Sinkhorn)
+
+METHODS.update({"sinkhorn": Sinkhorn, "dpsinkhorn": DPSinkhorn, "dpsinkhorn_param": DPSinkhornParamGrad,
+                "sinkhorn_adv": AdversarialSinkhorn, "dpsinkhorn_adv": AdversarialDPSinkhorn})
+
 
 def make_method(cfg, **kwargs) -> GenerativeMethod:
     name = cfg.method.name

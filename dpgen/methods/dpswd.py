@@ -327,6 +327,10 @@ class DPSWD(SWD):
                 "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
 
     def _max_steps_with_prefix(self, epsilon: float) -> int:
+        if self._eps(self.noise_multiplier, 0) > epsilon:  # the DP mean alone would overspend
+            raise ValueError(f"method.center=dp_mean with method.center_noise_multiplier={self.prefix} alone spends "
+                             f"epsilon {self._eps(self.noise_multiplier, 0):.4g} > privacy.epsilon={epsilon}: raise "
+                             "method.center_noise_multiplier or set method.center=none")
         if self._eps(self.noise_multiplier, 1) > epsilon:
             return 0
         lo, hi = 1, 1024

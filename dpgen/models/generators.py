@@ -130,3 +130,72 @@ def make_generator(name: str, out_shape, num_classes: int, code_dim: int, **kwar
             f"model.generator={name!r} is unknown: choose one of auto, {', '.join(GENERATORS)}."
         )
     return GENERATORS[name](code_dim=code_dim, num_classes=num_classes, out_shape=tuple(out_shape), **kwargs)
+
+
+# ---- entropic-LDP GAN generators (unconditional, uniform latent; entropic-ldp-gan.txt section 4) ----------
+class UniformLatentGenerator(ConditionalGenerator):
+    """Unconditional generator fed a uniform latent U[-1, 1]^code_dim (the paper trains without labels).
+
+    ``sample`` returns ``(x, y)`` with y the labels given (or zeros): the labels are ignored.
+    """
+
+    def __init__(self, code_dim, num_classes, out_shape):
+        super().__init__(code_dim, 0, out_shape)
+
+    def sample(self, n: int, y=None, generator=None, device=None):
+        device = device or next(self.parameters()).device
+        z = torch.rand(n, self.code_dim, generator=generator, device=device) * 2 - 1
+        if y is None:
+            y = torch.zeros(n, dtype=torch.long, device=device)
+        return self(z), y
+
+
+class UniformMLPGenerator(UniformLatentGenerator):
+    """``mlp256_uniform``: 2 hidden layers of 256 (ReLU), linear output (section 4.2, synthetic manifolds);
+    ``fc500``: 2 hidden layers of 500 (ReLU), sigmoid output in [0, 1] (section 4.5, MNIST convergence)."""
+
+    def __init__(self, code_dim=2, num_classes=0, out_shape=(2,), hidden: Sequence[int] = (256, 256),
+                 sigmoid: bool = False):
+        super().__init__(code_dim, num_classes, out_shape)
+        dims = [self.code_dim, *hidden]
+        layers = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers += [nn.Linear(dims[-1], math.prod(self.out_shape))] + ([nn.Sigmoid()] if sigmoid else [])
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, z, y=None):
+        return self.net(z).view(-1, *self.out_shape)
+
+
+class DCGAN28Generator(UniformLatentGenerator):
+    """``dcgan28``: DCGAN (Radford et al.) sized for 28 x 28: FC -> 128 x 7 x 7, BN + ReLU, transposed
+    convolutions 4x4 stride 2 (128 -> 64, BN + ReLU; 64 -> C), sigmoid output in [0, 1]."""
+
+    def __init__(self, code_dim=100, num_classes=0, out_shape=(1, 28, 28), width: int = 64):
+        super().__init__(code_dim, num_classes, out_shape)
+        c, h, w = self.out_shape
+        if (h, w) != (28, 28):
+            raise ValueError(f"dcgan28 produces 28 x 28 images, the dataset has {h} x {w}")
+        self.fc = nn.Sequential(nn.Linear(self.code_dim, 2 * width * 7 * 7), nn.BatchNorm1d(2 * width * 7 * 7),
+                                nn.ReLU())
+        self.width = width
+        self.net = nn.Sequential(
+            nn.ConvTranspose2d(2 * width, width, 4, 2, 1), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.ConvTranspose2d(width, c, 4, 2, 1), nn.Sigmoid())
+
+    def forward(self, z, y=None):
+        return self.net(self.fc(z).view(-1, 2 * self.width, 7, 7))
+
+
+GENERATORS.update({
+    "mlp256_uniform": UniformMLPGenerator,
+    "fc500": lambda **kw: UniformMLPGenerator(hidden=(500, 500), sigmoid=True, **kw),
+    "dcgan28": DCGAN28Generator,
+})
+
+
+# ---- DP-Sinkhorn generators (dp-sinkhorn.txt appendix D.3): dpgen/models/dcgan.py -------------------------
+from dpgen.models.dcgan import BigGAN32Generator, DCGANGenerator  # noqa: E402
+
+GENERATORS.update({"dcgan": DCGANGenerator, "biggan32": BigGAN32Generator})

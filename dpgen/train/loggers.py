@@ -1,4 +1,4 @@
-"""Metric loggers: none (default), csv, wandb (offline by default: no account or network)."""
+"""Metric loggers: none (default), csv, wandb (offline by default: no account or network), tensorboard."""
 
 from __future__ import annotations
 
@@ -47,6 +47,26 @@ class WandbLogger(NullLogger):
         self.run.finish()
 
 
+class TensorBoardLogger(NullLogger):
+    """Event files under ``<run>/tensorboard`` (``tensorboard --logdir outputs``); needs the
+    ``tensorboard`` package (``pip install -e '.[tensorboard]'``)."""
+
+    def __init__(self, output_dir) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:
+            raise ImportError("logger=tensorboard needs tensorboard: pip install -e '.[tensorboard]'") from e
+        self.writer = SummaryWriter(log_dir=str(Path(output_dir) / "tensorboard"))
+
+    def log(self, metrics, step):
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)) and k != "step":
+                self.writer.add_scalar(k, v, step)
+
+    def finish(self):
+        self.writer.close()
+
+
 def make_logger(cfg, output_dir, config_dict=None):
     name = cfg.logger.name
     if name == "none":
@@ -55,4 +75,6 @@ def make_logger(cfg, output_dir, config_dict=None):
         return CSVLogger(output_dir)
     if name == "wandb":
         return WandbLogger(output_dir, cfg.logger.project, cfg.logger.mode, config_dict or {})
-    raise ValueError(f"logger={name!r} is unknown: choose none, csv or wandb")
+    if name == "tensorboard":
+        return TensorBoardLogger(output_dir)
+    raise ValueError(f"logger={name!r} is unknown: choose none, csv, wandb or tensorboard")

@@ -69,6 +69,32 @@ def mechanism_generators(cfg, device):
     return torch.Generator().manual_seed(s1), torch.Generator(device=device).manual_seed(s2)
 
 
+class EMA:
+    """Exponential moving average of a model's parameters and buffers (``trainer.ema`` = decay).
+
+    DP training takes many small noisy steps; averaging the iterates cancels much of the noise.
+    The average is a function of the released iterates only, so it costs no privacy.
+    """
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        import copy
+
+        self.decay = float(decay)
+        self.model = copy.deepcopy(model)
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        for a, b in zip(self.model.parameters(), model.parameters()):
+            a.lerp_(b, 1.0 - self.decay)
+        for a, b in zip(self.model.buffers(), model.buffers()):
+            if a.dtype.is_floating_point:
+                a.lerp_(b, 1.0 - self.decay)
+            else:
+                a.copy_(b)
+
+
 def make_optimizer(t, params) -> torch.optim.Optimizer:
     """The optimizer ``trainer.optimizer`` names (adam | sgd | rmsprop) with the trainer's settings."""
     if t.optimizer == "adam":
@@ -147,9 +173,10 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     steps = int(t.steps) if t.steps is not None else steps_for_epochs(n, t.batch_size, t.epochs)
 
     method = make_method(cfg, num_classes=num_classes, data_dim=int(np.prod(shape)), n_private=n, steps=steps,
-                         batch_size=t.batch_size)
+                         batch_size=t.batch_size, image_shape=shape)
     gen = make_generator(cfg.model.generator, shape, num_classes, cfg.model.code_dim).to(device)
     opt = make_optimizer(t, gen.parameters())
+    ema = EMA(gen, t.ema) if getattr(t, "ema", None) else None
     ckpt = Checkpointer(out / "checkpoints")
     jsonl = out / "metrics.jsonl"
     logger = make_logger(cfg, out)
@@ -159,6 +186,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
         state = ckpt.load()
         gen.load_state_dict(state["generator"])
         opt.load_state_dict(state["optimizer"])
+        if ema is not None and state.get("ema") is not None:
+            ema.model.load_state_dict(state["ema"])
         method.load_state_dict(state["method"])
         set_rng_state(state["rng"])
         if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
@@ -176,6 +205,7 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
 
     def checkpoint():
         ckpt.save({"generator": gen.state_dict(), "optimizer": opt.state_dict(), "method": method.state_dict(),
+                   "ema": ema.model.state_dict() if ema is not None else None,
                    "rng": rng_state(), "step": step,
                    # the mechanism's randomness is only saved when it is not secret (reproducible runs)
                    **({} if cfg.privacy.secret_randomness else
@@ -186,14 +216,21 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     if method.private and method.max_steps is not None and method.max_steps < steps:
         target_steps = method.max_steps
         print(f"[dpgen] the budget allows {method.max_steps} of the {steps} steps asked: training stops there")
+    method.rng = noise_gen  # the mechanism's randomness (also for a release in prepare_data)
     if in_memory:  # the whole set on the device at once
         X_dev, Y_dev = train_ds.tensors[0].to(device), train_ds.tensors[1].to(device)
         # a method may transform the private set once before training (e.g. local privatisation)
         X_dev, Y_dev = method.prepare_data(X_dev, Y_dev, out)
+        if step == 0:  # what prepare_data released (e.g. a DP mean) goes into the first checkpoint
+            checkpoint()
 
         def fetch(idx):
             return X_dev[idx], Y_dev[idx]
     else:  # lazy datasets (CelebA): read this step's records only
+        if getattr(cfg.method, "center", "none") not in (None, "none"):
+            raise ValueError(f"method.center={cfg.method.center} needs an in-memory dataset; "
+                             f"{cfg.dataset.name} is read lazily: set method.center=none")
+
         def fetch(idx):
             items = [train_ds[int(i)] for i in idx.cpu()]
             return (torch.stack([x for x, _ in items]).to(device),
@@ -202,6 +239,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.name}",
                disable=not t.progress, dynamic_ncols=True)
     method.rng = noise_gen
+    if hasattr(method, "bind_generator"):  # methods that need the generator (parameter-gradient noise, ...)
+        method.bind_generator(gen)
     gen.train()
     while step < target_steps:
         idx = method.sample_batch(n, t.batch_size, sampler_gen)
@@ -227,6 +266,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if ema is not None:
+            ema.update(gen)
         method.account()
         step += 1
         last_loss = float(loss.item())
@@ -247,6 +288,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     train_time = time.time() - t_start
 
     # ---- evaluation on the real test split (never used during training) ----------------------
+    if ema is not None:  # evaluate (and release) the averaged weights: post-processing, no privacy cost
+        gen = ema.model
     gen.eval()
     metrics: Dict[str, Any] = {
         "method": cfg.method.name,

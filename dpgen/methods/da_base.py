@@ -1,0 +1,102 @@
+"""What the domain-adaptation loop (dpgen/tasks/domain_adaptation.py) needs from a method.
+
+A DA method owns its adaptation term, its privacy mechanism on the private target and its
+accountant. Per step the loop draws a public source batch (any way it likes: the source is public)
+and asks the method which target records this step sees (``sample_target``: the sampling scheme
+its accountant assumes); ``compute_grads(g, h, xs, ys, xt, progress)`` sets ``.grad`` of every
+trained parameter (classifier loss on the source + the adaptation term); the loop steps the
+optimizer and calls ``account()``.
+
+Only the target is private: the source, its labels and the networks are public, and the DP
+guarantee covers the target records only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class DAMethod:
+    name = "base"
+    private = False
+    sampling = "without_replacement"
+
+    def __init__(self, cfg, feat_dim: int, num_classes: int, n_target: int, steps: int, batch_size: int,
+                 disc: Optional[nn.Module] = None):
+        self.cfg = cfg
+        self.feat_dim = int(feat_dim)
+        self.num_classes = int(num_classes)
+        self.n_target = int(n_target)
+        self.steps = int(steps)
+        self.batch_size = int(batch_size)
+        self.adapt_weight = float(cfg.task.adapt_weight)
+        self.accountant = None
+        self.max_steps: Optional[int] = None
+        #: generator of the mechanism's randomness (directions, noise); set by the loop
+        self.rng: Optional[torch.Generator] = None
+        #: extra trained modules (the domain discriminator of DANN)
+        self.modules: Dict[str, nn.Module] = {}
+
+    def parameters(self) -> List[nn.Parameter]:
+        return [p for m in self.modules.values() for p in m.parameters()]
+
+    def sample_target(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        if self.sampling == "poisson":
+            return torch.nonzero(torch.rand(n, generator=generator) < batch_size / n).flatten()
+        return torch.randperm(n, generator=generator)[:batch_size]
+
+    @staticmethod
+    def classification_loss(h, feats, ys):
+        return F.cross_entropy(h(feats), ys)
+
+    def compute_grads(self, g, h, xs, ys, xt, progress: float) -> Dict[str, float]:  # pragma: no cover
+        raise NotImplementedError
+
+    # ---- privacy ---------------------------------------------------------------------------
+    def account(self) -> None:
+        pass
+
+    def epsilon(self) -> float:
+        return 0.0
+
+    def privacy_report(self) -> Dict[str, Any]:
+        return {"private": False, "epsilon_spent": 0.0,
+                "guarantee": "none: non-private baseline (the target data are used without protection)"}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"accountant": self.accountant.state_dict() if self.accountant is not None else None,
+                "modules": {k: m.state_dict() for k, m in self.modules.items()}}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if self.accountant is not None and state.get("accountant") is not None:
+            self.accountant.load_state_dict(state["accountant"])
+        for k, s in (state.get("modules") or {}).items():
+            self.modules[k].load_state_dict(s)
+
+
+class GradReverse(torch.autograd.Function):
+    """Identity forward; multiplies the gradient by -coef backward (Ganin et al. 2016)."""
+
+    @staticmethod
+    def forward(ctx, x, coef: float):
+        ctx.coef = coef
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -ctx.coef * grad, None
+
+
+def grad_reverse(x: torch.Tensor, coef: float = 1.0) -> torch.Tensor:
+    return GradReverse.apply(x, coef)
+
+
+def ganin_weight(progress: float, enabled: bool = True) -> float:
+    """2 / (1 + exp(-10 p)) - 1 for training progress p in [0, 1] (1 when disabled)."""
+    import math
+
+    return 2.0 / (1.0 + math.exp(-10.0 * progress)) - 1.0 if enabled else 1.0
