@@ -59,3 +59,24 @@ class GenerativeMethod:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         if self.accountant is not None and state.get("accountant") is not None:
             self.accountant.load_state_dict(state["accountant"])
+
+
+class WORGaussianLedger:
+    """Privacy ledger of a subsampled-without-replacement Gaussian mechanism (the DP-SWD methods).
+
+    Needs ``accountant`` (autodp RDP), ``noise_multiplier``, ``sample_rate`` and ``delta_rdp``.
+    """
+
+    def account(self) -> None:
+        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+
+    def epsilon(self) -> float:
+        return self.accountant.get_epsilon(self.delta_rdp)
+
+    def _cross_check(self) -> float:
+        """The same ledger under dpgen's own Theorem 9 accountant (independent of autodp)."""
+        from dpgen.privacy.accountants import WangWORAccountant
+
+        acc = WangWORAccountant()
+        acc.history = [dict(h) for h in self.accountant.history]
+        return acc.get_epsilon(self.delta_rdp)

@@ -33,6 +33,7 @@ import torch
 
 from dpgen.losses.sliced import _quantiles, random_projections
 from dpgen.methods.da_base import DAMethod
+from dpgen.methods.base import WORGaussianLedger
 from dpgen.methods.dpswd import bound_rows
 from dpgen.privacy.accountants import RDPAccountant
 from dpgen.privacy.calibration import steps_to_epsilon
@@ -117,7 +118,7 @@ class DASWD(DAMethod):
         return {"loss": float(loss.detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(la.detach())}
 
 
-class DADPSWD(DASWD):
+class DADPSWD(WORGaussianLedger, DASWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"
@@ -151,19 +152,6 @@ class DADPSWD(DASWD):
         self.accountant = RDPAccountant(sampling="without_replacement")
         self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
                                           "without_replacement")
-
-    def account(self) -> None:
-        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
-
-    def epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta_rdp)
-
-    def _cross_check(self) -> float:
-        from dpgen.privacy.accountants import WangWORAccountant
-
-        acc = WangWORAccountant()
-        acc.history = [dict(h) for h in self.accountant.history]
-        return acc.get_epsilon(self.delta_rdp)
 
     def guarantee_holds(self) -> bool:
         return self.row_bound == "clip" and self.target_grad == "mechanism"

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
-from dpgen.methods.base import GenerativeMethod
+from dpgen.methods.base import GenerativeMethod, WORGaussianLedger
 from dpgen.privacy.accountants import RDPAccountant
 from dpgen.privacy.calibration import steps_to_epsilon
 
@@ -243,7 +243,7 @@ class SWD(GenerativeMethod):
                                   projections=u, generator=self.rng)
 
 
-class DPSWD(SWD):
+class DPSWD(WORGaussianLedger, SWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"
@@ -371,20 +371,6 @@ class DPSWD(SWD):
                 raise RuntimeError("DPSWD.prepare_data needs the mechanism's random generator (method.rng)")
             self.center = self._release_center(x)
         return x, y
-
-    def account(self) -> None:
-        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
-
-    def epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta_rdp)
-
-    def _cross_check(self) -> float:
-        """The same ledger under dpgen's own Theorem 9 accountant (independent of autodp)."""
-        from dpgen.privacy.accountants import WangWORAccountant
-
-        acc = WangWORAccountant()
-        acc.history = [dict(h) for h in self.accountant.history]
-        return acc.get_epsilon(self.delta_rdp)
 
     def privacy_report(self) -> Dict[str, Any]:
         return {
