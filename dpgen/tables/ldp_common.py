@@ -19,11 +19,27 @@ from dpgen.methods.entropic_ldp import ldp_loss
 from dpgen.models import make_generator
 
 
-def set_threads() -> int:
-    """One thread (the machines these run on are shared); returns the previous value to restore."""
+def parse_cli(doc: str, argv, scales, data_root: bool = True):
+    """The command line every ldp_* table takes: --scale, [--data-root], --seed, --no-progress."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=sorted(scales), default="smoke")
+    if data_root:
+        ap.add_argument("--data-root", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-progress", action="store_true")
+    return ap.parse_args(argv)
+
+
+def one_thread(fn, *args, **kwargs):
+    """Run ``fn`` on one torch thread (the machines these run on are shared), then restore."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
-    return n
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_num_threads(n)
 
 
 def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, generator: str, code_dim: int,

@@ -17,7 +17,6 @@ outputs/figures/ldp_fig1_manifolds.png (points) and ldp_manifolds_w2.png (W2 vs 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -27,7 +26,7 @@ from dpgen.data.synthetic import manifold_samples
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
 from dpgen.privacy.local import project_l1_ball, project_l2_ball
-from dpgen.tables.ldp_common import fit_generator, generate, set_threads, w2
+from dpgen.tables.ldp_common import fit_generator, generate, one_thread, parse_cli, w2
 from dpgen.utils.io import save_figure, write_table
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
@@ -184,17 +183,9 @@ def plot_w2(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(SCALES), default="smoke")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    args = parse_cli(__doc__, argv, SCALES, data_root=False)
     t0 = time.time()
-    threads = set_threads()
-    try:
-        rows, clouds = compute(args.scale, args.seed, progress=not args.no_progress)
-    finally:
-        torch.set_num_threads(threads)
+    rows, clouds = one_thread(compute, args.scale, args.seed, progress=not args.no_progress)
     notes = notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s on {torch.get_num_threads()} "
                                            "thread(s), CPU."]
     write_table("ldp_manifolds", rows, COLUMNS,

@@ -19,7 +19,6 @@ held-out images. Writes outputs/tables/ldp_mnist.csv (+ .md) and outputs/figures
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 from dpgen.baselines import train_wgan_gp, tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, set_threads, w2
+from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
 from dpgen.utils.io import save_figure, write_table
 
 DELTA = 1e-5
@@ -119,18 +118,9 @@ def notes_for(rows, scale):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(SCALES), default="smoke")
-    ap.add_argument("--data-root", default=None)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    args = parse_cli(__doc__, argv, SCALES)
     t0 = time.time()
-    threads = set_threads()
-    try:
-        rows, pics = compute(args.scale, args.data_root, args.seed, progress=not args.no_progress)
-    finally:
-        torch.set_num_threads(threads)
+    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
     write_table("ldp_mnist", rows, COLUMNS, title=f"Entropic-LDP GAN Figure 2 on mnist10k ({args.scale} scale)",
                 notes=notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
     import matplotlib.pyplot as plt

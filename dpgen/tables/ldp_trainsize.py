@@ -11,7 +11,6 @@ Writes outputs/tables/ldp_trainsize.csv (+ .md) and outputs/figures/ldp_fig11_tr
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -19,7 +18,7 @@ import torch
 
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, set_threads, w2
+from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
 from dpgen.utils.io import save_figure, write_table
 
 RADIUS = 16.0
@@ -75,18 +74,9 @@ def plot(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(SCALES), default="smoke")
-    ap.add_argument("--data-root", default=None)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    args = parse_cli(__doc__, argv, SCALES)
     t0 = time.time()
-    threads = set_threads()
-    try:
-        rows = compute(args.scale, args.data_root, args.seed, progress=not args.no_progress)
-    finally:
-        torch.set_num_threads(threads)
+    rows = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
     s = SCALES[args.scale]
     dec = all(a["w2_to_test"] >= b["w2_to_test"] for a, b in zip(rows, rows[1:]))
     gap = max(abs(r["w2_to_train"] - r["w2_to_test"]) for r in rows)
