@@ -84,6 +84,7 @@ def test_registry_matches_dataset_configs():
 
 def test_dataset_info_follows_options():
     assert dataset_info("usps", resize=28)["shape"] == (1, 28, 28)
+    assert dataset_info("usps", resize=20, pad=4)["shape"] == (1, 28, 28)
     assert dataset_info("gaussians")["shape"] == (5,)
     assert dataset_info("gaussians", d=50)["dim"] == 50
     assert dataset_info("celeba")["in_memory"] is False
@@ -281,6 +282,13 @@ def test_usps_h5(root):
     _check_items(load_dataset("usps", "test", data_root=root), 4, (1, 16, 16), 10)
     big = load_dataset("usps", "train", data_root=root, resize=28)
     _check_items(big, 9, (1, 28, 28), 10)
+    framed = load_dataset("usps", "train", data_root=root, resize=20, pad=4)
+    Xf, _ = _check_items(framed, 9, (1, 28, 28), 10)
+    Xf = torch.as_tensor(Xf)
+    assert float(Xf[..., :4, :].abs().max()) == 0.0 and float(Xf[..., -4:].abs().max()) == 0.0  # the border
+    assert torch.allclose(Xf[..., 4:24, 4:24], as_tensors(load_dataset("usps", "train", data_root=root, resize=20))[0])
+    with pytest.raises(ValueError, match="pad=-1 is invalid"):
+        load_dataset("usps", "train", data_root=root, pad=-1)
 
 
 def test_usps_torchvision_bz2(root):

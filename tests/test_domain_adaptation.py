@@ -78,7 +78,7 @@ def test_feature_loaders_read_documented_layout(da_root):
     assert d["Xt"].shape == (40, 2048) and d["target_file"].endswith("webcam_features.npy")
     d = load_domains(_da_cfg("da_office31_aw", da_root))
     assert d["Xs"].shape == (45, 2048) and d["source_file"].endswith("amazon.npz")
-    d = load_domains(_da_cfg("da_um", da_root))  # USPS upsampled to MNIST's 28x28
+    d = load_domains(_da_cfg("da_um", da_root))  # USPS framed as MNIST: 20x20 + 4-pixel border
     assert d["Xs"].shape == (50, 1, 28, 28) and d["Xt"].shape == (60, 1, 28, 28)
 
 
@@ -86,8 +86,8 @@ def test_feature_loaders_read_documented_layout(da_root):
 
 
 def test_feature_dimension_mismatch_is_named(da_root):
-    cfg = _da_cfg("da_um", da_root, "dataset.source_options.resize=null")  # USPS left at 16x16
-    with pytest.raises(ValueError, match=r"different dimensions \(1, 16, 16\) and \(1, 28, 28\)"):
+    cfg = _da_cfg("da_um", da_root, "dataset.source_options.resize=null")  # USPS 16x16 padded to 24x24
+    with pytest.raises(ValueError, match=r"different dimensions \(1, 24, 24\) and \(1, 28, 28\)"):
         load_domains(cfg)
 
 

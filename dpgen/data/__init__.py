@@ -54,6 +54,7 @@ def _image_shape(channels: int, side: int, option: str = "resize") -> Callable[[
     def shape(opts: dict) -> Tuple[int, ...]:
         s = opts.get(option)
         s = side if s is None else int(s)
+        s += 2 * int(opts.get("pad") or 0)
         return (channels, s, s)
 
     return shape
@@ -96,7 +97,7 @@ DATASETS: Dict[str, DatasetSpec] = {
                     "MNIST t10k file split 8,000 / 2,000 by a fixed permutation (seed 0)",
                     "mnist/t10k-{images-idx3,labels-idx1}-ubyte[.gz] (or MNIST/raw/, or <shared>/data/mnist/)",
                     shape_fn=_image_shape(1, 28)),
-        DatasetSpec("usps", load_usps, (1, 16, 16), 10, "USPS 7,291 / 2,007 (resize=28 for MNIST<->USPS)",
+        DatasetSpec("usps", load_usps, (1, 16, 16), 10, "USPS 7,291 / 2,007 (resize=20, pad=4: MNIST's 28x28 framing)",
                     "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2",
                     shape_fn=_image_shape(1, 16)),
         DatasetSpec("cifar10", load_cifar10, (3, 32, 32), 10, "CIFAR-10 50,000 / 10,000",

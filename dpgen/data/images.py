@@ -186,10 +186,12 @@ def usps_h5_candidates(root: Path) -> List[Path]:
 
 
 def load_usps(root: Path, split: str = "train", download: bool = False, *,
-              resize: Optional[int] = None) -> ArrayDataset:
+              resize: Optional[int] = None, pad: int = 0) -> ArrayDataset:
     """USPS 16x16 (7,291 train / 2,007 test), from ``usps.h5`` (``root/usps/usps.h5`` then
     ``<shared>/data/usps/usps.h5``) or torchvision's ``root/usps/usps.bz2`` / ``usps.t.bz2``.
-    ``resize=28`` upsamples (bilinear) to 28x28 for MNIST<->USPS adaptation."""
+    ``resize`` rescales (bilinear) the 16x16 digits; ``pad`` then adds that many zero pixels on each
+    side. ``resize=20, pad=4`` gives MNIST's framing (a digit in a centred 20x20 box of a 28x28
+    image; the MNIST<->USPS presets use it), ``resize=28`` stretches the digit over the whole frame."""
     check_split("usps", split)
     h5_paths = usps_h5_candidates(root)
     bz2_path = root / "usps" / ("usps.bz2" if split == "train" else "usps.t.bz2")
@@ -216,7 +218,13 @@ def load_usps(root: Path, split: str = "train", download: bool = False, *,
         X = uint8_to_float(tv.data).unsqueeze(1)
         y = torch.as_tensor(np.asarray(tv.targets), dtype=torch.int64)
         source = str(bz2_path)
-    return ArrayDataset(resize_images(X, resize), y, name="usps", num_classes=10, split=split, source=source)
+    pad = int(pad or 0)
+    if pad < 0:
+        raise ValueError(f"usps: pad={pad} is invalid: it is a number of pixels >= 0 added on each side")
+    X = resize_images(X, resize)
+    if pad:
+        X = torch.nn.functional.pad(X, (pad, pad, pad, pad))
+    return ArrayDataset(X, y, name="usps", num_classes=10, split=split, source=source)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -58,6 +58,9 @@ class OpacusPerSample:
 
         self.g, self.disc = g, disc
         self.copy = torch.nn.Sequential(copy.deepcopy(g), copy.deepcopy(disc))
+        for m in self.copy.modules():  # opacus' conv grad sampler needs the contiguous layout
+            if hasattr(m, "set_channels_last"):
+                m.set_channels_last(False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.gsm = GradSampleModule(self.copy, loss_reduction="sum")

@@ -91,7 +91,8 @@ COLLECT_ONLY = False
 
 def one_run(scale: str, problem: str, method: str, seed: int, extra: List[str] = (), data_root: Optional[str] = None,
             reuse: bool = True, tag: str = "") -> Dict:
-    """metrics.json of one run (reused when it exists and finished)."""
+    """metrics.json of one run (reused when it exists and finished; an interrupted run resumes from its
+    last checkpoint, privacy ledger included)."""
     from dpgen.tasks.domain_adaptation import train_domain_adaptation
 
     out = run_dir(scale, problem, method, seed, tag)
@@ -100,7 +101,7 @@ def one_run(scale: str, problem: str, method: str, seed: int, extra: List[str] =
     spec = SCALES[scale]
     base, vextra = VARIANTS.get(method, (method, []))
     ov = [f"method={base}", *vextra, *spec["overrides"], *(spec["digits_overrides"] if problem in DIGITS else []),
-          *extra, f"seed={seed}", "trainer.progress=false"]
+          *extra, f"seed={seed}", "trainer.progress=false", "resume=true"]
     if data_root:
         ov.append(f"dataset.data_root={data_root}")
     cfg = _compose(PROBLEMS[problem][0], ov)
@@ -187,8 +188,8 @@ NOTES = [
     "39.70% vs source-only 39.66%).",
     "wall_s_per_run and steps_per_s were measured with 8-14 jobs sharing this machine's 2 cores; the same "
     "digits step (B = 128) alone on one core takes about 0.12 s (DP-SWD, SWD, DANN) and 0.6 s (DP-DANN).",
-    "Digits: U-M = USPS train (7,291, upsampled to 28x28) -> MNIST test (10,000); M-U = MNIST (the 10,000 "
-    "test images available here; the paper used 60,000) -> USPS train (7,291; the paper: 7,438).",
+    "Digits: U-M = USPS train (7,291, resized to 20x20 and padded to 28x28: MNIST's framing) -> MNIST test (10,000); M-U = MNIST (the 10,000 "
+    "test images available here; the paper used 60,000) -> USPS train (7,291, framed the same way; the paper: 7,438).",
 ]
 
 
