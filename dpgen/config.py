@@ -165,9 +165,12 @@ class DPSinkhornConfig(MethodConfig):
     alpha_a: float = 10.0
     feature_lr: float = 1e-4
     num_partitions: Optional[int] = None
+    #: dpsinkhorn_param only: per_sample (DP-SGD on the record-separable dual bound) | batch (the batch gradient)
+    clip_mode: str = "per_sample"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _choice(self.clip_mode, "method.clip_mode", ("per_sample", "batch"))
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
         check_positive(self.noise_multiplier, "method.noise_multiplier")
         check_positive(self.entropy_reg, "method.entropy_reg")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from dpgen.losses.sinkhorn import (conditional_rows, geomloss_blur, sinkhorn_divergence, sinkhorn_divergence_pot,
-                                   transport_plan)
+from dpgen.losses.sinkhorn import (conditional_rows, geomloss_blur, record_terms, sinkhorn_divergence,
+                                   sinkhorn_divergence_pot, transport_plan)
 from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn, DPSinkhorn, DPSinkhornParamGrad,
                                       Sinkhorn)
 
@@ -142,15 +142,16 @@ def test_accounting_matches_the_mechanism_and_a_second_accountant():
     assert big.max_steps is None
 
 
-def test_param_grad_variant_releases_a_clipped_noised_parameter_gradient():
+def test_param_grad_batch_mode_releases_a_clipped_noised_parameter_gradient():
     from dpgen.models import make_generator
 
     torch.manual_seed(0)
     gen = make_generator("mlp", (1, 8, 8), 10, 4)
     real, y_real = _batch(20, seed=6)
     for sigma, check in ((1e-9, "clip"), (1.1, "noise")):
-        m = DPSinkhornParamGrad(_cfg(name="dpsinkhorn_param", clip=1.0, noise_multiplier=sigma), num_classes=10,
-                                data_dim=64, n_private=1000, batch_size=20, steps=10)
+        m = DPSinkhornParamGrad(_cfg(name="dpsinkhorn_param", clip=1.0, noise_multiplier=sigma, clip_mode="batch"),
+                                num_classes=10, data_dim=64, n_private=1000, batch_size=20, steps=10)
+        assert m.mechanism.sensitivity == 2.0 and m.mechanism.noise_std == pytest.approx(2 * sigma)
         m.bind_generator(gen)
         m.rng = torch.Generator().manual_seed(1)
         gen.zero_grad()
@@ -163,6 +164,81 @@ def test_param_grad_variant_releases_a_clipped_noised_parameter_gradient():
             assert loss.item() > 0
         else:
             assert abs(flat.std().item() - 2 * 1.0 * 1.1) < 0.05 * 2.2
+
+
+def _param_method(sigma, clip=1.0, batch=20, gen=None):
+    from dpgen.models import make_generator
+
+    torch.manual_seed(0)
+    gen = gen or make_generator("mlp", (1, 8, 8), 10, 4)
+    m = DPSinkhornParamGrad(_cfg(name="dpsinkhorn_param", clip=clip, noise_multiplier=sigma, clip_mode="per_sample"),
+                            num_classes=10, data_dim=64, n_private=1000, batch_size=batch, steps=10)
+    m.bind_generator(gen)
+    m.rng = torch.Generator().manual_seed(1)
+    return gen, m
+
+
+def test_record_terms_are_a_per_record_lower_bound_of_the_entropic_cost():
+    x, lx = _batch(30, seed=1)
+    y, ly = _batch(25, seed=2)
+    rx, ry = conditional_rows(x, lx, 10, 15.0), conditional_rows(y, ly, 10, 15.0)
+    for eps in (0.05, 1.0, 5.0):
+        g = record_terms(rx, ry, eps)
+        w = sinkhorn_divergence(rx, ry, eps, debias=False, scaling=0.95)
+        assert g.shape == (25,) and g.mean().item() <= w.item() + 1e-3
+    # small eps: each record's term is its squared distance to the nearest generated row
+    g = record_terms(rx, ry, 1e-4)
+    assert torch.allclose(g, torch.cdist(ry, rx).pow(2).min(1).values, rtol=1e-3, atol=1e-2)
+    # a record's term depends on that record only
+    y2 = ry.clone()
+    y2[3] += 1.0
+    g2 = record_terms(rx, y2, 0.05)
+    keep = torch.arange(25) != 3
+    assert torch.equal(g2[keep], record_terms(rx, ry, 0.05)[keep]) and g2[3] != record_terms(rx, ry, 0.05)[3]
+
+
+def test_per_sample_param_grads_match_single_record_backward_passes():
+    gen, m = _param_method(1e-9)
+    real, y_real = _batch(6, seed=6)
+    fake, y_fake = gen.sample(10)
+    terms, grads = m.record_grads(fake, y_fake, real, y_real)
+    for i in range(6):
+        gi = torch.autograd.grad(record_terms(m.rows(fake, y_fake), m.rows(real[i:i + 1], y_real[i:i + 1]),
+                                              m.epsilon_reg).sum(), m.params, retain_graph=True)
+        assert all(torch.allclose(a[i], b, atol=1e-6, rtol=1e-4) for a, b in zip(grads, gi))
+    # changing record 2 leaves every other record's gradient unchanged
+    real2 = real.clone()
+    real2[2] = 1 - real2[2]
+    _, grads2 = m.record_grads(fake, y_fake, real2, y_real)
+    keep = torch.arange(6) != 2
+    assert all(torch.equal(a[keep], b[keep]) for a, b in zip(grads, grads2))
+    assert not all(torch.equal(a[2], b[2]) for a, b in zip(grads, grads2))
+
+
+def test_per_sample_param_grads_are_clipped_each_and_noised_with_std_C_sigma():
+    # no noise: the release is the sum of the records' gradients each clipped to C, over B
+    gen, m = _param_method(1e-9, clip=0.01, batch=20)
+    assert m.mechanism.sensitivity == 0.01 and m.mechanism.noise_std == pytest.approx(0.01e-9)
+    real, y_real = _batch(20, seed=6)
+    fake, y_fake = gen.sample(20)
+    _, grads = m.record_grads(fake, y_fake, real, y_real)
+    norms = torch.sqrt(sum(g.reshape(20, -1).pow(2).sum(1) for g in grads))
+    assert (norms > 0.01).all()  # every record is clipped at this C
+    expect = [(g * (0.01 / norms).view(-1, *[1] * (g.dim() - 1))).sum(0) / 20 for g in grads]
+    gen.zero_grad()
+    m.loss(fake, y_fake, real, y_real).backward()
+    assert all(torch.allclose(p.grad, e, atol=1e-9) for p, e in zip(m.params, expect))
+    assert torch.allclose(m.last_norms, norms)
+    clipped_each = torch.stack([torch.sqrt(sum(((g[i] * min(1.0, 0.01 / norms[i].item())) ** 2).sum() for g in grads))
+                                for i in range(20)])
+    assert (clipped_each <= 0.01 * (1 + 1e-5)).all()
+    # noise: std C sigma / B per coordinate
+    gen, m = _param_method(1.1, clip=1.0, batch=20)
+    fake, y_fake = gen.sample(20)
+    gen.zero_grad()
+    m.loss(fake, y_fake, real, y_real).backward()
+    flat = torch.cat([p.grad.flatten() for p in gen.parameters()]) * 20
+    assert flat.numel() > 5000 and abs(flat.std().item() - 1.1) < 0.05 * 1.1
 
 
 # ---- the adversarial variants ------------------------------------------------------------------------
@@ -307,7 +383,7 @@ def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
 
     rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
                     extra_overrides=TINY[:-1] + ["model.generator=mlp"])
-    assert len(rows) == 6
+    assert len(rows) == 8
     _filled(rows, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
     assert (outputs_tmp / "tables" / "dpsinkhorn_table1.csv").exists()
     assert (outputs_tmp / "figures" / "dpsinkhorn_table1.png").exists()

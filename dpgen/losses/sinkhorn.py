@@ -127,6 +127,22 @@ def sinkhorn_divergence(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05,
     return (4.0 if debias else 2.0) * loss(x.contiguous(), y.contiguous())
 
 
+def record_terms(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05) -> torch.Tensor:
+    """Per-record terms g_i = -eps log( (1/N) sum_j exp(-||x_j - y_i||^2 / eps) ), i over the rows of ``y``.
+
+    g is the c-transform of the zero potential on ``x``: the dual of W_{c,eps}(x, y) evaluated at
+    (f = 0, g), the first half-iteration of Sinkhorn, so mean_i g_i <= W_{c,eps}(x, y). Unlike W,
+    this lower bound is a sum over the records of ``y``, each term depending on its own record only:
+    the loss per-sample clipping (DP-SGD) needs. With a small eps each record pulls its nearest
+    generated row (its nearest same-label row under the class-conditional cost of Eq. 5).
+    """
+    _check_pair(x, y)
+    if not epsilon > 0:
+        raise ValueError(f"epsilon={epsilon} is invalid: the entropy regularisation must be > 0")
+    cost = torch.cdist(y, x).pow(2)  # (M, N)
+    return -epsilon * (torch.logsumexp(-cost / epsilon, dim=1) - math.log(x.shape[0]))
+
+
 def sinkhorn_iterations(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05, scaling: float = 0.5) -> int:
     """How many Sinkhorn iterations geomloss runs for these rows (its epsilon-scaling schedule)."""
     from geomloss._legacy.sinkhorn_divergence import epsilon_schedule, max_diameter

@@ -25,6 +25,7 @@ from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
 from dpgen.privacy.accountants import OpacusRDPAccountant, RDPAccountant
 from dpgen.privacy.calibration import calibrate_noise_multiplier, steps_to_epsilon
+from dpgen.privacy.clipping import clip_per_sample
 
 
 def per_sample_grads(g, disc, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor]]:
@@ -82,15 +83,6 @@ class OpacusPerSample:
         for v in self.copy.parameters():
             v.grad, v.grad_sample = None, None
         return names, grads
-
-
-def clip_per_sample(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.Tensor], torch.Tensor]:
-    """Scale each sample's whole gradient (all tensors together) to l2 norm <= clip; returns the
-    clipped per-sample gradients and the norms before clipping."""
-    n = grads[0].shape[0]
-    norms = torch.sqrt(sum(t.reshape(n, -1).pow(2).sum(1) for t in grads))
-    factor = (clip / norms.clamp_min(1e-12)).clamp(max=1.0)
-    return [t * factor.view(-1, *([1] * (t.dim() - 1))) for t in grads], norms
 
 
 class DPDANN(DANN):

@@ -16,11 +16,19 @@ Methods (``conf/method/<name>.yaml``):
   Only the generator output sees the real data, and the generator's input (latent code, label)
   is data-independent, so the parameter update is post-processing of the noisy image gradient.
 * ``dpsinkhorn_param`` — "DP-Sinkhorn (param grad)": the noise goes on the generator's
-  parameter gradient instead: grad_theta S of the batch is clipped to C (1 in appendix D.4) as
-  one vector and N(0, (2 C sigma)^2) added per coordinate (same sensitivity argument, same
-  accountant). The issue text says "per-sample clipping (DP-SGD)"; the Sinkhorn loss is not a
-  sum over real records (the plan couples them all), so there is no per-record gradient to clip:
-  the batch-level clip with sensitivity 2C is the analysis that holds (documented deviation).
+  parameter gradient instead, clipping bound C = 1 (appendix D.4). ``method.clip_mode``:
+  - ``per_sample`` (default; DP-SGD): per-sample clipping needs a loss that is a sum over real
+    records, and the Sinkhorn divergence is not one (its plan couples all records: removing one
+    changes every other record's share). The loss is therefore the record-separable lower bound
+    of W_{c,eps}(X, Y): the dual at (f = 0, g = c-transform), mean_i g_i(X, y_i) with
+    g_i = -eps log mean_j exp(-c(x_j, y_i) / eps) (dpgen.losses.sinkhorn.record_terms; same cost,
+    same eps, same class conditioning). Each record's parameter gradient (autograd with
+    is_grads_batched: one batched backward through the generator) is clipped to C on its own,
+    the sum noised with N(0, (C sigma)^2) and divided by the expected batch B: sensitivity C,
+    noise multiplier sigma, the Poisson accountant of Algorithm 1.
+  - ``batch``: grad_theta S of the whole batch (the paper's loss) clipped to C as one vector and
+    N(0, (2 C sigma)^2) added (appendix B's description: two batches differing in one record give
+    clipped gradients at most 2C apart; same accountant).
 * ``sinkhorn_adv`` / ``dpsinkhorn_adv`` — Adversarial (DP-)Sinkhorn, Eq. 6: rows
   [image, alpha_c onehot, alpha_a phi(image) / ||phi(image)||] with a feature extractor phi
   (appendix D.3: conv 3x3 (64) - BN - ReLU - maxpool 2, conv 3x3 (64) - BN - ReLU - maxpool 2,
@@ -45,11 +53,11 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.nn as nn
 
-from dpgen.losses.sinkhorn import conditional_rows, sinkhorn_divergence
+from dpgen.losses.sinkhorn import conditional_rows, record_terms, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
 from dpgen.privacy.accountants import RDPAccountant
 from dpgen.privacy.calibration import steps_to_epsilon
-from dpgen.privacy.dpsinkhorn import ImageGradientMechanism
+from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
 
 
 @lru_cache(maxsize=256)
@@ -107,13 +115,13 @@ class _PrivateMixin:
     mechanism_text = ""
 
     def _setup_privacy(self, cfg, n_private: int, batch_size: int, sample_rate: float, clip: float,
-                       steps: int = 0) -> None:
+                       steps: int = 0, mechanism=ImageGradientMechanism) -> None:
         m, p = cfg.method, cfg.privacy
         if batch_size > n_private:
             raise ValueError(f"trainer.batch_size={batch_size} is larger than the dataset ({n_private} records): "
                              "lower trainer.batch_size.")
-        self.mechanism = ImageGradientMechanism(clip=float(clip), noise_multiplier=float(m.noise_multiplier),
-                                                sample_rate=float(sample_rate))
+        self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(m.noise_multiplier),
+                                   sample_rate=float(sample_rate))
         self.noise_multiplier = float(m.noise_multiplier)
         self.sample_rate = float(sample_rate)
         self.delta = float(p.delta)
@@ -198,13 +206,12 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
 
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
-    """DP-Sinkhorn (param grad): grad_theta S clipped to C and noised with std 2 C sigma."""
+    """DP-Sinkhorn (param grad): noise on the generator's parameter gradient (clip_mode per_sample | batch)."""
 
     name = "dpsinkhorn_param"
     private = True
     sampling = "poisson"
-    mechanism_text = ("parameter gradient grad_theta S of the batch clipped to C (one vector) + N(0, (2 C sigma)^2) "
-                      "per coordinate (DP-Sinkhorn (param grad), Table 1)")
+    CLIP_MODES = ("per_sample", "batch")
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **kw):
@@ -213,29 +220,69 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: the accountant assumes Poisson sampling; "
                              "set method.sampling=poisson")
-        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps)
+        self.clip_mode = str(getattr(cfg.method, "clip_mode", "per_sample"))
+        if self.clip_mode not in self.CLIP_MODES:
+            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid: choose one of "
+                             f"{', '.join(self.CLIP_MODES)}")
+        mech = PerSampleGradientMechanism if self.clip_mode == "per_sample" else ImageGradientMechanism
+        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps, mech)
+        self.mechanism_text = (
+            "per-record parameter gradients of the record-separable Sinkhorn dual lower bound (mean_i g_i, "
+            "g = c-transform of the zero potential) clipped to C each, summed, + N(0, (C sigma)^2), / B "
+            "(DP-SGD; DP-Sinkhorn (param grad))" if self.clip_mode == "per_sample" else
+            "parameter gradient grad_theta S of the batch clipped to C (one vector) + N(0, (2 C sigma)^2) "
+            "per coordinate (DP-Sinkhorn (param grad), appendix B)")
         self.params: List[torch.nn.Parameter] = []
+        #: per-record gradient norms of the last step before clipping (per_sample mode)
+        self.last_norms: Optional[torch.Tensor] = None
 
     def bind_generator(self, gen: nn.Module) -> None:
         self.params = [p for p in gen.parameters() if p.requires_grad]
+
+    def _param_grads(self, out: torch.Tensor, fake: torch.Tensor) -> List[torch.Tensor]:
+        grads = torch.autograd.grad(out, self.params, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
+
+    def record_grads(self, fake, y_fake, real, y_real) -> tuple:
+        """(per-record losses g_i [n], per-record parameter gradients [n, *p.shape] per parameter)."""
+        self._check(fake, real)
+        rf = self.rows(fake, y_fake)
+        rr = self.rows(real, y_real).detach()
+        terms = record_terms(rf, rr, self.epsilon_reg)  # (n,)
+        n = terms.shape[0]
+        # d g_i / d fake for every record i at once (rows: the image part; the label part is constant)
+        cot = torch.autograd.grad(terms, fake, grad_outputs=torch.eye(n, dtype=terms.dtype, device=terms.device),
+                                  retain_graph=False, is_grads_batched=True)[0]
+        grads = torch.autograd.grad(fake, self.params, grad_outputs=cot, retain_graph=True, allow_unused=True,
+                                    is_grads_batched=True)
+        grads = [torch.zeros((n, *p.shape), dtype=p.dtype, device=p.device) if g is None else g
+                 for p, g in zip(self.params, grads)]
+        return terms.detach(), grads
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
         if not self.params:
             raise ValueError("dpsinkhorn_param needs the generator's parameters: the trainer calls "
                              "method.bind_generator(gen) before training")
-        s = super().loss(fake, y_fake, real, y_real)
-        grads = torch.autograd.grad(s, self.params, allow_unused=True)
-        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
-        flat = torch.cat([g.flatten() for g in grads])
-        self.last_grad_norm = float(flat.norm())
-        noisy = self.mechanism.privatize(flat, generator=self.rng)
-        # a surrogate whose gradient w.r.t. the parameters is the privatised gradient; its value is S
-        surrogate, i = 0.0, 0
-        for p in self.params:
-            k = p.numel()
-            surrogate = surrogate + (p * noisy[i:i + k].view_as(p).detach()).sum()
-            i += k
-        return surrogate - surrogate.detach() + s.detach()
+        if self.clip_mode == "per_sample":
+            self.last_real_batch = int(real.shape[0])
+            terms, grads = self.record_grads(fake, y_fake, real, y_real)
+            noisy, self.last_norms = self.mechanism.privatize_sum(grads, generator=self.rng)
+            self.last_grad_norm = float(self.last_norms.max())
+            noisy = [g / self.batch_size for g in noisy]  # the expected Poisson batch q N = B
+            value = terms.mean()
+        else:
+            s = super().loss(fake, y_fake, real, y_real)
+            flat = torch.cat([g.flatten() for g in self._param_grads(s, fake)])
+            self.last_grad_norm = float(flat.norm())
+            flat = self.mechanism.privatize(flat, generator=self.rng)
+            noisy, i = [], 0
+            for p in self.params:
+                noisy.append(flat[i:i + p.numel()].view_as(p))
+                i += p.numel()
+            value = s.detach()
+        # a surrogate whose gradient w.r.t. the parameters is the privatised gradient; its value is the loss
+        surrogate = sum((p * g.detach()).sum() for p, g in zip(self.params, noisy))
+        return surrogate - surrogate.detach() + value
 
 
 class FeatureExtractor(nn.Module):
