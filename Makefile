@@ -12,6 +12,8 @@ SCALE ?= smoke
 # where dataset files live (docs/DATA.md); empty: $$DPGEN_DATA_ROOT, else ./data
 DATA_ROOT ?=
 DATASETS ?= mnist,fashion_mnist
+# extra arguments of table-dpswd-da / fig-dpswd-eps, e.g. ARGS="--problems um --collect-only"
+ARGS ?=
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
 comma := ,
 
@@ -44,7 +46,7 @@ help:
 	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (mnist10k; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_convergence.csv"
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
-	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=)"
+	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--problems um --collect-only\")"
 	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
@@ -105,10 +107,10 @@ fig-dpswd-celeba:
 	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG)
 
 table-dpswd-da:
-	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-eps:
-	$(PYTHON) -m dpgen.tables.dpswd_da --figure --scale $(SCALE) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpswd_da --figure --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-toy:
 	$(PYTHON) -m dpgen.tables.dpswd_toy --scale $(if $(filter paper,$(SCALE)),paper,smoke)

@@ -291,3 +291,25 @@ def test_dpswd_frame_bound_draws_orthonormal_directions(da_root, tmp_path):
         mod.sliced_from_projections = orig
     # rows e_1..e_8 projected on U: ||e_i^T U||^2 <= ceil(k / d) = 2 for orthonormal blocks
     assert (seen["pt"].pow(2).sum(1) <= 2 * 0.25 + 1e-5).all()
+
+
+# ---- make table-dpswd-da -----------------------------------------------------------------------------------------
+
+
+def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp, monkeypatch):
+    from dpgen.tables import dpswd_da as T
+
+    monkeypatch.setitem(T.SCALES, "smoke", {"runs": 1, "digits_overrides": [], "overrides": [
+        "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8"]})
+    rows = T.run_table("smoke", ["um"], ["dann", "dpswd"], data_root=str(da_root))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    dann, dpswd = rows
+    assert dann["epsilon"] == "inf" and dann["paper_mean"] == 86.2 and 0 <= dann["acc_mean"] <= 100
+    assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["sigma"] > 0
+    assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "metrics.json").exists()
+    # --collect-only: seed 1 never ran; seed 0 is counted, seed 1 named as missing, nothing is trained
+    monkeypatch.setattr(T, "COLLECT_ONLY", True)
+    (row,) = T.run_table("smoke", ["um"], ["dpswd"], data_root=str(da_root), seeds=[1, 0])
+    assert row["runs"] == 1 and row["acc_mean"] == dpswd["acc_mean"]
+    assert row["status"].startswith("partial: 1 of 2") and "seeds 1 not run" in row["status"]
+    assert not (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed1" / "metrics.json").exists()

@@ -131,17 +131,24 @@ def run_table(scale: str, problems: List[str], methods: List[str], runs: Optiona
                 row["paper_mean"], row["paper_std"] = pm
             accs, walls, m = [], [], None
             if skipped is None:
+                wanted = list(seeds if seeds is not None else range(runs))
+                missing = []
                 try:
-                    for seed in (seeds if seeds is not None else range(runs)):
+                    for seed in wanted:
                         t0 = time.time()
-                        m = one_run(scale, prob, method, seed, data_root=data_root, reuse=reuse)
+                        try:
+                            last = one_run(scale, prob, method, seed, data_root=data_root, reuse=reuse)
+                        except LookupError:  # --collect-only: this seed has not finished; count the others
+                            missing.append(seed)
+                            continue
+                        m = last
                         accs.append(m["target_acc"])
                         walls.append(m.get("wall_seconds", time.time() - t0))
-                    row["status"] = "ok"
+                    row["status"] = "ok" if not missing else (
+                        f"partial: {len(accs)} of {len(wanted)} runs finished (seeds {', '.join(map(str, missing))} "
+                        "not run yet)")
                 except FileNotFoundError as e:
                     skipped = "skipped: " + " ".join(str(e).split())[:160] + " ..."
-                except LookupError:
-                    row["status"] = f"not run: {len(accs)} of {runs} runs finished (time budget)"
             if skipped is not None:
                 row["status"] = skipped
             row["runs"] = len(accs)
