@@ -239,7 +239,7 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     def bind_generator(self, gen: nn.Module) -> None:
         self.params = [p for p in gen.parameters() if p.requires_grad]
 
-    def _param_grads(self, out: torch.Tensor, fake: torch.Tensor) -> List[torch.Tensor]:
+    def _param_grads(self, out: torch.Tensor) -> List[torch.Tensor]:
         grads = torch.autograd.grad(out, self.params, allow_unused=True)
         return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
 
@@ -272,7 +272,7 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
             value = terms.mean()
         else:
             s = super().loss(fake, y_fake, real, y_real)
-            flat = torch.cat([g.flatten() for g in self._param_grads(s, fake)])
+            flat = torch.cat([g.flatten() for g in self._param_grads(s)])
             self.last_grad_norm = float(flat.norm())
             flat = self.mechanism.privatize(flat, generator=self.rng)
             noisy, i = [], 0
