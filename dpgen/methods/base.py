@@ -80,3 +80,19 @@ class WORGaussianLedger:
         acc = WangWORAccountant()
         acc.history = [dict(h) for h in self.accountant.history]
         return acc.get_epsilon(self.delta_rdp)
+
+    def _ledger_report(self) -> Dict[str, Any]:
+        """The budget, the calibration and the spent epsilon, as every DP-SWD privacy report states them
+        (needs ``epsilon_budget``, ``delta_bound``, ``sigma`` and ``calibration`` too)."""
+        return {
+            "epsilon_budget": self.epsilon_budget,
+            "epsilon_spent": self.epsilon(),
+            "delta": self.delta_bound + self.delta_rdp,
+            "delta_bound": self.delta_bound,
+            "delta_rdp": self.delta_rdp,
+            "sigma": self.sigma,
+            "noise_multiplier": self.noise_multiplier,
+            "squared_sensitivity_bound": self.calibration["squared_sensitivity"],
+            "bound": self.calibration["bound"],
+            "convention": self.calibration["convention"],
+        }

@@ -174,16 +174,7 @@ class DADPSWD(WORGaussianLedger, DASWD):
             "protected_data": "the target domain only (the source, its labels and the networks are public)",
             "mechanism": "Gaussian noise on k random projections of each bounded target representation "
                          "(DP-SWD Algorithm 1 inside Algorithm 2)",
-            "epsilon_budget": self.epsilon_budget,
-            "epsilon_spent": self.epsilon(),
-            "delta": self.delta_bound + self.delta_rdp,
-            "delta_bound": self.delta_bound,
-            "delta_rdp": self.delta_rdp,
-            "sigma": self.sigma,
-            "noise_multiplier": self.noise_multiplier,
-            "squared_sensitivity_bound": self.calibration["squared_sensitivity"],
-            "bound": self.calibration["bound"],
-            "convention": self.calibration["convention"],
+            **self._ledger_report(),
             "k": self.k,
             "d": self.feat_dim,
             "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame

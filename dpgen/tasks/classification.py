@@ -73,8 +73,8 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.models.classifiers import make_classifier
     from dpgen.models.generators import count_parameters
     from dpgen.privacy.calibration import steps_for_epochs, steps_to_epsilon
-    from dpgen.train.checkpoint import Checkpointer, rng_state, set_rng_state
-    from dpgen.train.trainer import (_truncate_jsonl, make_optimizer, mechanism_generators, resolve_device,
+    from dpgen.train.checkpoint import Checkpointer
+    from dpgen.train.trainer import (make_optimizer, mechanism_generators, open_run, resolve_device, run_state,
                                      seed_everything)
     from dpgen.utils.io import write_json
 
@@ -121,29 +121,17 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     jsonl = out / "metrics.jsonl"
 
     step = 0
-    if cfg.resume and ckpt.exists():
-        state = ckpt.load()
+    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         method.load_state_dict(state["method"])
-        set_rng_state(state["rng"])
-        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-            noise_gen.set_state(state["mechanism_rng"]["noise"])
         step = int(state["step"])
-        _truncate_jsonl(jsonl, step)
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (DP epsilon so far {method.epsilon():.4f})")
-    else:
-        if cfg.resume:
-            print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
-        if jsonl.exists():
-            jsonl.unlink()
 
     def checkpoint():
-        ckpt.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "method": method.state_dict(),
-                   "rng": rng_state(), "step": step,
-                   **({} if cfg.privacy.secret_randomness else
-                      {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})})
+        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, model=model.state_dict(), optimizer=opt.state_dict(),
+                            method=method.state_dict()))
 
     def log(rec):
         with open(jsonl, "a") as f:

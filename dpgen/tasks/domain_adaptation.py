@@ -107,10 +107,10 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
 
     from dpgen.models.da_nets import accuracy
     from dpgen.privacy.calibration import steps_for_epochs
-    from dpgen.train.checkpoint import Checkpointer, rng_state, set_rng_state
+    from dpgen.train.checkpoint import Checkpointer
     from dpgen.train.loggers import make_logger
-    from dpgen.train.trainer import (TrainingError, _truncate_jsonl, make_optimizer, mechanism_generators,
-                                     resolve_device, seed_everything)
+    from dpgen.train.trainer import (TrainingError, make_optimizer, mechanism_generators, open_run,
+                                     resolve_device, run_state, seed_everything)
     from dpgen.utils.io import write_json
 
     t_start = time.time()
@@ -137,30 +137,18 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     logger = make_logger(cfg, out)
 
     step = 0
-    if cfg.resume and ckpt.exists():
-        state = ckpt.load()
+    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
+    if state is not None:
         g.load_state_dict(state["g"])
         h.load_state_dict(state["h"])
         method.load_state_dict(state["method"])
         opt.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-            noise_gen.set_state(state["mechanism_rng"]["noise"])
         step = int(state["step"])
-        _truncate_jsonl(jsonl, step)
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
-    else:
-        if cfg.resume:
-            print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
-        if jsonl.exists():
-            jsonl.unlink()
 
     def checkpoint():
-        ckpt.save({"g": g.state_dict(), "h": h.state_dict(), "method": method.state_dict(),
-                   "optimizer": opt.state_dict(), "rng": rng_state(), "step": step,
-                   **({} if cfg.privacy.secret_randomness else
-                      {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})})
+        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, g=g.state_dict(), h=h.state_dict(),
+                            method=method.state_dict(), optimizer=opt.state_dict()))
 
     target_steps = steps
     if method.private and method.max_steps is not None and method.max_steps < steps:

@@ -106,6 +106,35 @@ def make_optimizer(t, params) -> torch.optim.Optimizer:
     raise ValueError(f"trainer.optimizer={t.optimizer!r} is unknown: choose adam, sgd or rmsprop")
 
 
+
+def open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen):
+    """``resume=true`` with a checkpoint: its state, with the run's RNG (and, when not secret, the
+    mechanism's) restored and ``metrics.jsonl`` cut back to its step; the caller loads its modules.
+    Otherwise None, and a stale ``metrics.jsonl`` is removed (a fresh start)."""
+
+    if cfg.resume and ckpt.exists():
+        state = ckpt.load()
+        set_rng_state(state["rng"])
+        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
+            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
+            noise_gen.set_state(state["mechanism_rng"]["noise"])
+        _truncate_jsonl(jsonl, int(state["step"]))
+        return state
+    if cfg.resume:
+        print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
+    if jsonl.exists():
+        jsonl.unlink()
+    return None
+
+
+def run_state(cfg, step: int, sampler_gen, noise_gen, **parts) -> dict:
+    """A checkpoint: ``parts`` (state dicts), the run's RNG state and step, and the mechanism's RNG
+    only when it is not secret (reproducible runs)."""
+
+    return {**parts, "rng": rng_state(), "step": step,
+            **({} if cfg.privacy.secret_randomness else
+               {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})}
+
 def _truncate_jsonl(path: Path, max_step: int) -> None:
     if not path.exists():
         return
@@ -182,34 +211,21 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     logger = make_logger(cfg, out)
 
     step = 0
-    if cfg.resume and ckpt.exists():
-        state = ckpt.load()
+    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
+    if state is not None:
         gen.load_state_dict(state["generator"])
         opt.load_state_dict(state["optimizer"])
         if ema is not None and state.get("ema") is not None:
             ema.model.load_state_dict(state["ema"])
         method.load_state_dict(state["method"])
-        set_rng_state(state["rng"])
-        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-            noise_gen.set_state(state["mechanism_rng"]["noise"])
         step = int(state["step"])
-        _truncate_jsonl(jsonl, step)
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far "
               f"{method.epsilon():.4f})")
-    else:
-        if cfg.resume:
-            print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
-        if jsonl.exists():
-            jsonl.unlink()
 
     def checkpoint():
-        ckpt.save({"generator": gen.state_dict(), "optimizer": opt.state_dict(), "method": method.state_dict(),
-                   "ema": ema.model.state_dict() if ema is not None else None,
-                   "rng": rng_state(), "step": step,
-                   # the mechanism's randomness is only saved when it is not secret (reproducible runs)
-                   **({} if cfg.privacy.secret_randomness else
-                      {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})})
+        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, generator=gen.state_dict(),
+                            optimizer=opt.state_dict(), method=method.state_dict(),
+                            ema=ema.model.state_dict() if ema is not None else None))
 
     target_steps = steps
     stop_reason = "completed"
