@@ -11,7 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from dpgen.config import register_configs, validate
 from dpgen.methods.da_dpswd import DADPSWD, bound_representation
-from dpgen.methods.dpdann import DPDANN, OpacusPerSample, clip_per_sample, per_sample_grads
+from dpgen.methods.dpdann import DPDANN, OpacusGhostClip, OpacusPerSample, clip_per_sample, per_sample_grads
 from dpgen.models.da_nets import make_da_nets
 from dpgen.tasks.domain_adaptation import load_domains, train_domain_adaptation
 
@@ -255,6 +255,28 @@ def test_dpdann_per_sample_gradients_match_and_are_clipped():
     s_all = torch.cat([c.sum(0).flatten() for c in clipped])
     s_less = torch.cat([c[1:].sum(0).flatten() for c in clipped])
     assert float((s_all - s_less).norm()) <= 0.05 * (1 + 1e-5)
+    # the default path (opacus ghost clipping) gives the same norms and the same clipped sum
+    names3, sums, gnorms = OpacusGhostClip(g, disc, 0.05)(xt)
+    assert names3 == names and torch.allclose(gnorms, norms, rtol=1e-4)
+    assert all(torch.allclose(c.sum(0), s, atol=1e-6) for c, s in zip(clipped, sums))
+
+
+def test_dpdann_release_moves_by_at_most_clip_when_one_target_record_changes():
+    """The default (ghost-clipped) release: swapping one target record moves the noiseless sum by <= 2C,
+    removing it by <= C, whatever the record (a huge-gradient outlier included)."""
+    g, h, disc, method = _dpdann(clip=0.05, z=1.0)
+    assert method.per_sample == "ghost"
+    method.noise_multiplier = 0.0  # look at the sum alone
+    method.rng = torch.Generator().manual_seed(0)
+    xt = torch.rand(6, 1, 28, 28)
+    flat = lambda out: torch.cat([t.flatten() for t in out.values()]) * method.batch_size
+    base = flat(method.private_target_grads(g, xt))
+    assert method.last_norms.shape == (6,) and (method.last_norms > 0.05).any()
+    outlier = xt.clone()
+    outlier[3] = 1e3 * torch.randn(1, 28, 28)
+    assert float((flat(method.private_target_grads(g, outlier)) - base).norm()) <= 2 * 0.05 * (1 + 1e-4)
+    less = torch.cat([xt[:3], xt[4:]])
+    assert float((flat(method.private_target_grads(g, less)) - base).norm()) <= 0.05 * (1 + 1e-4)
 
 
 def test_dpdann_noise_std_is_z_times_clip():

@@ -4,8 +4,10 @@ the gradient-sanitisation baseline of DP-SWD Table 1 (Wang et al. 2020 style).
 Only the target is private. Per step the target batch is a Poisson sample (each record with
 probability q = B / N); for each sampled record i the gradient of its domain loss
 l_i = BCE(D(g(x_i)), 1) with respect to *all* trained parameters it touches (feature extractor g
-and discriminator D) is computed per sample (torch.func vmap + grad), clipped to l2 norm
-``method.clip`` = C, summed, and N(0, (z C)^2) noise is added to every coordinate; the sum is divided
+and discriminator D) is clipped to l2 norm ``method.clip`` = C and the clipped gradients are summed
+(by default through opacus' ghost clipping, which gets the per-sample norms without materialising the
+per-sample gradients; torch.func vmap + grad and opacus' GradSampleModule are kept and checked against
+it); then N(0, (z C)^2) noise is added to every coordinate; the sum is divided
 by the expected batch size B. The discriminator receives +G_D, the feature extractor -lambda G_g
 (the gradient reversal, applied after the noise: post-processing). The source terms (classifier
 loss, source domain loss) are public and back-propagate normally; they never see the target.
@@ -86,6 +88,61 @@ class OpacusPerSample:
         return names, grads
 
 
+class OpacusGhostClip:
+    """The clipped per-sample sum  sum_i min(1, C / ||grad l_i||) grad l_i  without materialising the
+    per-sample gradients of the linear layers: opacus' fast gradient clipping (ghost norms for Linear,
+    per-sample conv gradients through its conv grad sampler). Pass 1 back-propagates sum_i l_i with opacus'
+    hooks on and reads the per-sample norms; pass 2 back-propagates sum_i c_i l_i (c_i the clip factors,
+    constants) with the hooks off, whose gradient is exactly the clipped sum. Runs on a private,
+    contiguous copy of (g, D), refreshed from the live weights on every call. Twice as fast as
+    :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks (0.12 s vs 0.23 s for
+    B = 128 on one thread); a test checks both give the same sum and norms."""
+
+    def __init__(self, g, disc, clip: float):
+        import copy
+        import warnings
+
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        self.g, self.disc, self.clip = g, disc, float(clip)
+        self.copy = torch.nn.Sequential(copy.deepcopy(g), copy.deepcopy(disc))
+        for m in self.copy.modules():  # opacus' conv grad sampler needs the contiguous layout
+            if hasattr(m, "set_channels_last"):
+                m.set_channels_last(False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.gsm = GradSampleModuleFastGradientClipping(self.copy, max_grad_norm=self.clip,
+                                                            use_ghost_clipping=True, loss_reduction="sum")
+
+    def __call__(self, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor], torch.Tensor]:
+        """(names, clipped sums, per-sample gradient norms before clipping)."""
+        import warnings
+
+        params = list(self.copy.parameters())
+        with torch.no_grad():
+            for dst, src in zip(params, list(self.g.parameters()) + list(self.disc.parameters())):
+                dst.copy_(src)
+        for v in params:
+            v.grad = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.gsm.enable_hooks()
+            out = self.gsm(xt).reshape(-1)
+            losses = F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="none")
+            losses.sum().backward(retain_graph=True)
+            norms = self.gsm.get_norm_sample().detach()
+            coef = (self.clip / norms.clamp_min(1e-12)).clamp(max=1.0)
+            for v in params:
+                v.grad = None
+            self.gsm.disable_hooks()
+            (coef * losses).sum().backward()
+        names = [f"g.{k}" for k, _ in self.g.named_parameters()] + [f"d.{k}" for k, _ in self.disc.named_parameters()]
+        sums = [v.grad.detach().clone() for v in params]
+        for v in params:
+            v.grad = None
+        return names, sums, norms
+
+
 class DPDANN(DANN):
     name = "dpdann"
     private = True
@@ -109,17 +166,24 @@ class DPDANN(DANN):
         self.accountant = RDPAccountant(sampling="poisson")
         self.max_steps = steps_to_epsilon(p.epsilon, p.delta, self.noise_multiplier, self.sample_rate, "poisson")
         self.last_norms = None
-        #: per-sample gradients through torch.func (vmap + grad; default: 0.15 s for B = 128 digits on one
-        #: thread with the channels-last extractor) or opacus' hooks ("opacus": 0.30 s, contiguous copy)
-        self.per_sample = "func"
+        #: how the clipped per-sample sum is computed: "ghost" (default; opacus' fast gradient clipping,
+        #: 0.12 s for B = 128 digits on one thread), "func" (torch.func vmap + grad, per-sample gradients
+        #: materialised, 0.23 s) or "opacus" (opacus' GradSampleModule hooks, materialised)
+        self.per_sample = "ghost"
         self._opacus = None
+        self._ghost = None
 
     def private_target_grads(self, g, xt: torch.Tensor) -> Dict[str, torch.Tensor]:
         """The noised, clipped sum of the target's per-sample gradients / B (the DP release)."""
         disc = self.modules["discriminator"]
         named = [(f"g.{k}", v) for k, v in g.named_parameters()] + \
                 [(f"d.{k}", v) for k, v in disc.named_parameters()]
-        if xt.shape[0] > 0:
+        if xt.shape[0] > 0 and self.per_sample == "ghost":
+            if self._ghost is None:
+                self._ghost = OpacusGhostClip(g, disc, self.clip)
+            names, clipped_sums, self.last_norms = self._ghost(xt)
+            sums = dict(zip(names, clipped_sums))
+        elif xt.shape[0] > 0:
             if self.per_sample == "opacus":
                 if self._opacus is None:
                     self._opacus = OpacusPerSample(g, disc)
@@ -172,6 +236,8 @@ class DPDANN(DANN):
             "noise_multiplier": self.noise_multiplier,
             "sigma": self.noise_multiplier * self.clip,
             "bound": f"per-sample clipping at C = {self.clip}",
+            "per_sample_impl": {"ghost": "opacus fast gradient clipping (ghost norms)",
+                                "func": "torch.func vmap + grad", "opacus": "opacus GradSampleModule"}[self.per_sample],
             "sampling": "poisson (each target record with probability q per step)",
             "sample_rate": self.sample_rate,
             "accountant": "autodp RDP, Poisson-subsampled Gaussian",
