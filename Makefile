@@ -29,7 +29,7 @@ help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies"
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "test / test-slow          pytest (fast) / pytest including slow tests"
-	@echo "bench                     timing benchmarks: calibration of the eight DP-SWD Table 4 rows, DP-SWD loss vs POT"
+	@echo "bench                     timing benchmarks: DP-SWD calibration and loss vs POT, DP-Sinkhorn, domain adaptation"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
 	@echo "table-dpswd-noise         DP-SWD Table 4 (noise sigma) -> outputs/tables/dpswd_table4_noise.csv"
@@ -72,6 +72,7 @@ bench:
 	$(PYTHON) scripts/bench.py
 	$(PYTHON) scripts/bench_swd.py
 	$(PYTHON) scripts/bench_sinkhorn.py
+	$(PYTHON) scripts/bench_da.py
 
 bench-swd:
 	$(PYTHON) scripts/bench_swd.py
