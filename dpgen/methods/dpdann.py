@@ -47,100 +47,99 @@ def per_sample_grads(g, disc, xt: torch.Tensor) -> Tuple[List[str], List[torch.T
     return names, [gg[k] for k in pg] + [gd[k] for k in pd]
 
 
-class OpacusPerSample:
-    """Per-sample gradients of BCE(D(g(x_i)), 1) through opacus' GradSampleModule; the same quantity
-    as :func:`per_sample_grads` (a test checks it; half as fast on the channels-last digits extractor,
-    which its conv grad sampler cannot take). Opacus' hooks live on a
-    private copy of (g, D), refreshed from the live weights on every call, so the public source pass
-    and torch.func never see them."""
+class _OpacusCopy:
+    """A private copy of (g, D) in opacus' hands, refreshed from the live weights on every call, so that
+    opacus' hooks never touch the public source pass or torch.func. The copy uses the contiguous layout:
+    opacus' conv grad sampler (1.6) is wrong on channels-last layers with several input channels."""
 
-    def __init__(self, g, disc):
+    def __init__(self, g, disc, wrap):
         import copy
         import warnings
 
-        from opacus import GradSampleModule
-
         self.g, self.disc = g, disc
         self.copy = torch.nn.Sequential(copy.deepcopy(g), copy.deepcopy(disc))
-        for m in self.copy.modules():  # opacus' conv grad sampler needs the contiguous layout
+        for m in self.copy.modules():
             if hasattr(m, "set_channels_last"):
                 m.set_channels_last(False)
+        self.names = [f"g.{k}" for k, _ in g.named_parameters()] + [f"d.{k}" for k, _ in disc.named_parameters()]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.gsm = GradSampleModule(self.copy, loss_reduction="sum")
+            self.gsm = wrap(self.copy)
+
+    def _refresh(self) -> List[torch.Tensor]:
+        params = list(self.copy.parameters())
+        with torch.no_grad():
+            for dst, src in zip(params, list(self.g.parameters()) + list(self.disc.parameters())):
+                dst.copy_(src)
+        self._clear()
+        return params
+
+    def _clear(self) -> None:
+        for v in self.copy.parameters():
+            v.grad = None
+            if hasattr(v, "grad_sample"):
+                v.grad_sample = None
+
+    def _losses(self, xt: torch.Tensor) -> torch.Tensor:
+        out = self.gsm(xt).reshape(-1)
+        return F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="none")
+
+
+class OpacusPerSample(_OpacusCopy):
+    """Per-sample gradients of BCE(D(g(x_i)), 1) through opacus' GradSampleModule; the same quantity
+    as :func:`per_sample_grads` (a test checks it; half as fast)."""
+
+    def __init__(self, g, disc):
+        from opacus import GradSampleModule
+
+        super().__init__(g, disc, lambda m: GradSampleModule(m, loss_reduction="sum"))
 
     def __call__(self, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor]]:
         import warnings
 
-        with torch.no_grad():
-            for dst, src in zip(self.copy.parameters(), list(self.g.parameters()) + list(self.disc.parameters())):
-                dst.copy_(src)
-        for v in self.copy.parameters():
-            v.grad, v.grad_sample = None, None
+        params = self._refresh()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = self.gsm(xt).reshape(-1)
-            F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="sum").backward()
-        names = [f"g.{k}" for k, _ in self.g.named_parameters()] + [f"d.{k}" for k, _ in self.disc.named_parameters()]
-        grads = [v.grad_sample.detach() for v in self.copy.parameters()]
-        for v in self.copy.parameters():
-            v.grad, v.grad_sample = None, None
-        return names, grads
+            self._losses(xt).sum().backward()
+        grads = [v.grad_sample.detach() for v in params]
+        self._clear()
+        return self.names, grads
 
 
-class OpacusGhostClip:
+class OpacusGhostClip(_OpacusCopy):
     """The clipped per-sample sum  sum_i min(1, C / ||grad l_i||) grad l_i  without materialising the
     per-sample gradients of the linear layers: opacus' fast gradient clipping (ghost norms for Linear,
     per-sample conv gradients through its conv grad sampler). Pass 1 back-propagates sum_i l_i with opacus'
     hooks on and reads the per-sample norms; pass 2 back-propagates sum_i c_i l_i (c_i the clip factors,
-    constants) with the hooks off, whose gradient is exactly the clipped sum. Runs on a private,
-    contiguous copy of (g, D), refreshed from the live weights on every call. Twice as fast as
-    :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks (0.12 s vs 0.23 s for
-    B = 128 on one thread); a test checks both give the same sum and norms."""
+    constants) with the hooks off, whose gradient is exactly the clipped sum. About twice as fast as
+    :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks (``scripts/bench_da.py``);
+    a test checks both give the same sum and norms."""
 
     def __init__(self, g, disc, clip: float):
-        import copy
-        import warnings
-
         from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
-        self.g, self.disc, self.clip = g, disc, float(clip)
-        self.copy = torch.nn.Sequential(copy.deepcopy(g), copy.deepcopy(disc))
-        for m in self.copy.modules():  # opacus' conv grad sampler needs the contiguous layout
-            if hasattr(m, "set_channels_last"):
-                m.set_channels_last(False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.gsm = GradSampleModuleFastGradientClipping(self.copy, max_grad_norm=self.clip,
-                                                            use_ghost_clipping=True, loss_reduction="sum")
+        self.clip = float(clip)
+        super().__init__(g, disc, lambda m: GradSampleModuleFastGradientClipping(
+            m, max_grad_norm=self.clip, use_ghost_clipping=True, loss_reduction="sum"))
 
     def __call__(self, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor], torch.Tensor]:
         """(names, clipped sums, per-sample gradient norms before clipping)."""
         import warnings
 
-        params = list(self.copy.parameters())
-        with torch.no_grad():
-            for dst, src in zip(params, list(self.g.parameters()) + list(self.disc.parameters())):
-                dst.copy_(src)
-        for v in params:
-            v.grad = None
+        params = self._refresh()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.gsm.enable_hooks()
-            out = self.gsm(xt).reshape(-1)
-            losses = F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="none")
+            losses = self._losses(xt)
             losses.sum().backward(retain_graph=True)
             norms = self.gsm.get_norm_sample().detach()
             coef = (self.clip / norms.clamp_min(1e-12)).clamp(max=1.0)
-            for v in params:
-                v.grad = None
+            self._clear()
             self.gsm.disable_hooks()
             (coef * losses).sum().backward()
-        names = [f"g.{k}" for k, _ in self.g.named_parameters()] + [f"d.{k}" for k, _ in self.disc.named_parameters()]
         sums = [v.grad.detach().clone() for v in params]
-        for v in params:
-            v.grad = None
-        return names, sums, norms
+        self._clear()
+        return self.names, sums, norms
 
 
 class DPDANN(DANN):
