@@ -193,9 +193,10 @@ NOTES = [
     "(minus 1/2, absorbed by the classifier's bias): without them SWD_2^2 between rows clipped to norm 1/2 "
     "in 1,280 dimensions is ~1e-4 and the alignment term had no measurable effect (U-M, 2 epochs: SWD "
     "39.70% vs source-only 39.66%).",
-    "wall_s_per_run and steps_per_s: one thread per run, 3 runs sharing this machine's 2 cores (SCALE=cpu "
-    "table of 2026-11-22: digits steps of B = 128 at 9.8 /s DP-SWD, 7.8 DANN, 7.0 SWD, 2.5 DP-DANN; a "
-    "paper-length U-M run, 7,900 steps, took 12.7 min for DP-SWD with 2 runs sharing the cores).",
+    "wall_s_per_run and steps_per_s: means over the cell's runs, one thread per run, with other runs "
+    "sharing the machine's cores (on this 2-core CPU, 2 runs at a time: a paper-length U-M run, 7,900 "
+    "steps, took 9-15 min for DP-SWD, 10-17 for DANN, 11-19 for SWD, 20-22.5 for DP-DANN with opacus ghost clipping; a run resumed from a checkpoint counts only its own part); "
+    "`scripts/bench_da.py` times each method's step alone.",
     "Digits: U-M = USPS train (7,291, resized to 20x20 and padded to 28x28: MNIST's framing) -> MNIST test (10,000); M-U = MNIST (the 10,000 "
     "test images available here; the paper used 60,000) -> USPS train (7,291, framed the same way; the paper: 7,438).",
 ]
