@@ -166,8 +166,8 @@ class DPDANN(DANN):
         self.max_steps = steps_to_epsilon(p.epsilon, p.delta, self.noise_multiplier, self.sample_rate, "poisson")
         self.last_norms = None
         #: how the clipped per-sample sum is computed: "ghost" (default; opacus' fast gradient clipping,
-        #: 0.12 s for B = 128 digits on one thread), "func" (torch.func vmap + grad, per-sample gradients
-        #: materialised, 0.23 s) or "opacus" (opacus' GradSampleModule hooks, materialised)
+        #: 0.12 s for B = 128 digits on one thread beside one other job), "func" (torch.func vmap + grad,
+        #: per-sample gradients materialised, 0.23 s) or "opacus" (opacus' GradSampleModule, materialised)
         self.per_sample = "ghost"
         self._opacus = None
         self._ghost = None

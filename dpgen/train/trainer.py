@@ -106,7 +106,6 @@ def make_optimizer(t, params) -> torch.optim.Optimizer:
     raise ValueError(f"trainer.optimizer={t.optimizer!r} is unknown: choose adam, sgd or rmsprop")
 
 
-
 def open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen):
     """``resume=true`` with a checkpoint: its state, with the run's RNG (and, when not secret, the
     mechanism's) restored and ``metrics.jsonl`` cut back to its step; the caller loads its modules.
@@ -134,6 +133,7 @@ def run_state(cfg, step: int, sampler_gen, noise_gen, **parts) -> dict:
     return {**parts, "rng": rng_state(), "step": step,
             **({} if cfg.privacy.secret_randomness else
                {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})}
+
 
 def _truncate_jsonl(path: Path, max_step: int) -> None:
     if not path.exists():
