@@ -196,7 +196,7 @@ NOTES = [
     "wall_s_per_run and steps_per_s: means over the cell's runs, one thread per run, with other runs "
     "sharing the machine's cores (on this 2-core CPU, 2 runs at a time: a paper-length U-M run, 7,900 "
     "steps, took 9-15 min for DP-SWD, 10-17 for DANN, 11-19 for SWD, 20-22.5 for DP-DANN with opacus ghost "
-    "clipping; a paper-length M-U run, 5,700 steps, took 6-7.5, 8-9, 8.5-10 and 15-17.5; a run resumed from "
+    "clipping; a paper-length M-U run, 5,700 steps, took 6-7.5, 7.5-9, 8.5-10 and 15-17.5; a run resumed from "
     "a checkpoint counts only its own part); "
     "`scripts/bench_da.py` times each method's step alone.",
     "Digits: U-M = USPS train (7,291, resized to 20x20 and padded to 28x28: MNIST's framing) -> MNIST test (10,000); M-U = MNIST (the 10,000 "
