@@ -68,6 +68,10 @@ class DPSWDConfig(MethodConfig):
     convention: str = "paper_text"
     #: fraction of delta given to the sensitivity bound (Prop. 2 uses 1/2)
     delta_split: float = 0.5
+    #: bernstein / chernoff: evaluate the per-step bound at delta_bound / (q T) so that it holds over
+    #: every step touching a record (union bound); false: the paper's per-step reading (the report
+    #: then says the guarantee does not hold)
+    union_bound: bool = True
     #: order of the sliced Wasserstein distance (1 or 2)
     order: int = 2
     #: d of the space the distributions are compared in (null: the row's dimension; smaller: a fixed

@@ -89,8 +89,10 @@ def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
         train_generative(cfg, tmp_path)
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["step"] == 3
-    # the failed step's mechanism ran: the kept ledger counts it
-    hist = state["method"]["accountant"]["history"]
+    # the failed step's mechanism ran: the ledger on disk counts it (a resume continues from it)
+    ledger = json.loads((tmp_path / "checkpoints" / "ledger.json").read_text())
+    assert ledger["steps"] == 5
+    hist = ledger["ledger"]["accountant"]["history"]
     assert sum(h["num_steps"] for h in hist if h["sample_rate"] < 1) == 4
     assert sum(h["num_steps"] for h in hist if h["sample_rate"] == 1) == 1  # the DP mean, released once
 
@@ -134,17 +136,25 @@ def test_sigkill_then_resume_gives_the_uninterrupted_ledger(tmp_path):
     assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
     state = torch.load(ckpt, weights_only=False)  # never a torn checkpoint
     assert 0 < state["step"] < 800
+    # every published log line was accounted before it went out: the ledger on disk covers them
+    published = max(json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()
+                    if l.strip().endswith("}"))
+    on_disk = json.loads((run_dir / "checkpoints" / "ledger.json").read_text())["steps"] - 1  # minus the DP mean
+    assert on_disk >= published >= state["step"]
 
     r = _run(run_dir, *args, "resume=true")
     log = r.communicate(timeout=600)[0]
     assert r.returncode == 0, log
     assert "resumed from" in log
     m = json.loads((run_dir / "metrics.json").read_text())
-    assert m["steps"] == ref_m["steps"] == 800
+    assert ref_m["steps"] == 800
+    # the same ledger as the uninterrupted run: the steps published after the last checkpoint stay
+    # charged, so the resumed run takes that many fewer training steps instead of spending more
     assert m["privacy"]["private_steps"] == ref_m["privacy"]["private_steps"] == 800
     assert m["privacy"]["epsilon_spent"] == pytest.approx(ref_m["privacy"]["epsilon_spent"], rel=1e-9)
+    assert m["steps"] == 800 - (on_disk - state["step"])
     steps = [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 800  # no duplicated or discarded-step lines
+    assert steps == sorted(set(steps)) and steps[-1] == m["steps"]  # no duplicated or discarded-step lines
 
 
 @pytest.mark.parametrize("args,named", [

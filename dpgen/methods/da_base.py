@@ -19,8 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dpgen.methods.base import LedgerState
 
-class DAMethod:
+
+class DAMethod(LedgerState):
     name = "base"
     private = False
     sampling = "without_replacement"
@@ -68,12 +70,10 @@ class DAMethod:
                 "guarantee": "none: non-private baseline (the target data are used without protection)"}
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"accountant": self.accountant.state_dict() if self.accountant is not None else None,
-                "modules": {k: m.state_dict() for k, m in self.modules.items()}}
+        return {**self.ledger_state(), "modules": {k: m.state_dict() for k, m in self.modules.items()}}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        if self.accountant is not None and state.get("accountant") is not None:
-            self.accountant.load_state_dict(state["accountant"])
+        self.load_ledger_state(state)
         for k, s in (state.get("modules") or {}).items():
             self.modules[k].load_state_dict(s)
 

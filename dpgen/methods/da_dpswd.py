@@ -138,7 +138,7 @@ class DADPSWD(WORGaussianLedger, DASWD):
                                         batch_size=batch_size, steps=steps, bound=m.bound,
                                         convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
         else:
-            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None)
+            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
             w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
             cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
                    "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
@@ -152,9 +152,16 @@ class DADPSWD(WORGaussianLedger, DASWD):
         self.accountant = RDPAccountant(sampling="without_replacement")
         self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
                                           "without_replacement")
+        self._apply_union_bound(m, d)
+
+    def caveats(self) -> list:
+        out = [] if self.row_bound == "clip" else [f"method.row_bound={self.row_bound}: Lemma 2 does not cover it"]
+        if self.target_grad != "mechanism":
+            out.append("task.target_grad=through: the update holds the Jacobian of g at private records")
+        return out + self.bound_caveats()
 
     def guarantee_holds(self) -> bool:
-        return self.row_bound == "clip" and self.target_grad == "mechanism"
+        return not self.caveats()
 
     def privacy_report(self) -> Dict[str, Any]:
         rows = {
@@ -187,5 +194,10 @@ class DADPSWD(WORGaussianLedger, DASWD):
             "max_steps_in_budget": self.max_steps,
             "row_bound": rows,
             "target_gradient": grad,
+            "not_covered": ("the target accuracy in metrics (computed on the private target labels: the paper's "
+                            "transductive protocol, kept for reproduction; it is NOT private), "
+                            "task.eval_every's target_acc log lines (same), and anything beyond the networks and "
+                            "the losses (source terms and distances of released projections)"),
             "guarantee_holds": self.guarantee_holds(),
+            "guarantee_caveats": self.caveats(),
         }

@@ -244,5 +244,9 @@ class DPDANN(DANN):
             "private_steps": self.accountant.steps,
             "max_steps_in_budget": self.max_steps,
             "row_bound": "not applicable: gradients are clipped per target sample",
+            "neighbouring_relation": "add/remove one target record (Poisson sampling at rate q)",
+            "not_covered": ("the target accuracy in metrics (computed on the private target labels: the paper's "
+                            "transductive protocol, kept for reproduction; it is NOT private), task.eval_every's "
+                            "target_acc log lines (same)"),
             "guarantee_holds": True,
         }

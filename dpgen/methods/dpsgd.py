@@ -282,6 +282,25 @@ class DPSGD:
     def steps(self) -> int:
         return self.accountants["moments"].steps if self.private else 0
 
+    # -- ledger (what dpgen.train.publication persists before anything is published) ---------------
+    #: the loss DP-SGD computes is the clean batch cross-entropy: a private run never publishes it
+    @property
+    def publishes_loss(self) -> bool:
+        return not self.private
+
+    def ledger_state(self) -> Dict[str, Any]:
+        return {"accountants": {a: acc.state_dict() for a, acc in self.accountants.items()}}
+
+    def load_ledger_state(self, state: Dict[str, Any]) -> None:
+        for a, acc in self.accountants.items():
+            acc.load_state_dict(state["accountants"][a])
+
+    def ledger_steps(self) -> int:
+        return self.steps
+
+    def spent_steps(self) -> int:
+        return self.steps
+
     # -- state --------------------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
         return {"private": self.private, "noise_multiplier": self.noise_multiplier, "clip": self.clip,
@@ -302,8 +321,7 @@ class DPSGD:
             if missing:
                 raise ValueError(f"checkpoint has no state for accountants {sorted(missing)}: resume with "
                                  f"method.accountants={sorted(state['accountants'])}.")
-            for a, acc in self.accountants.items():
-                acc.load_state_dict(state["accountants"][a])
+            self.load_ledger_state(state)
         self.timing.update(state.get("timing", {}))
         self.timed_steps = int(state.get("timed_steps", 0))
 

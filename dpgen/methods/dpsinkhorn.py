@@ -113,6 +113,9 @@ class _PrivateMixin:
 
     accountant_sampling = "poisson"
     mechanism_text = ""
+    #: the Sinkhorn loss (and the dual bound of the param-grad variant) is computed from the clean real
+    #: batch: only the noisy gradient is released, so the loop never publishes the loss
+    publishes_loss = False
 
     def _setup_privacy(self, cfg, n_private: int, batch_size: int, sample_rate: float, clip: float,
                        steps: int = 0, mechanism=ImageGradientMechanism) -> None:
@@ -166,6 +169,14 @@ class _PrivateMixin:
             "sigma": self.noise_multiplier,
             "sampling": self.accountant_sampling,
             "sample_rate": self.sample_rate,
+            "neighbouring_relation": (
+                "add/remove one record (Poisson sampling at rate q)" if self.accountant_sampling == "poisson" else
+                "replace one record (here: one fixed partition of the private set; one drawn per step without "
+                "replacement)"),
+            "not_covered": ("the loss values (computed from clean records: never published); anything the "
+                            "run writes outside the generator, its samples and this report"
+                            + ("; the feature extractors in the checkpoint (trained on private partitions: "
+                               "never release them)" if self.accountant_sampling != "poisson" else "")),
             "accountant": ("autodp RDP, Poisson-subsampled Gaussian" if self.accountant_sampling == "poisson" else
                            "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)"),
             "epsilon_cross_check": self._cross_check(),
@@ -203,6 +214,12 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             raise ValueError("DP-Sinkhorn needs the generator output (requires_grad) to privatise its gradient")
         fake.register_hook(self._hook)  # the privacy barrier behind the generator (section 4.1)
         return super().loss(fake, y_fake, real, y_real)
+
+    def empty_batch_loss(self, fake) -> torch.Tensor:
+        """An empty Poisson batch: the clean image gradient is 0 and the mechanism still releases its
+        noise N(0, (2 C sigma)^2) into the generator, as the Poisson analysis assumes."""
+        fake.register_hook(self._hook)
+        return (fake * 0.0).sum()
 
 
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
@@ -283,6 +300,20 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
         # a surrogate whose gradient w.r.t. the parameters is the privatised gradient; its value is the loss
         surrogate = sum((p * g.detach()).sum() for p, g in zip(self.params, noisy))
         return surrogate - surrogate.detach() + value
+
+    def empty_batch_loss(self, fake) -> torch.Tensor:
+        """An empty Poisson batch: the clean gradient is 0 and the mechanism still releases its noise."""
+        if self.clip_mode == "per_sample":
+            noisy, _ = self.mechanism.privatize_sum([torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+                                                     for p in self.params], generator=self.rng)
+            noisy = [g / self.batch_size for g in noisy]
+        else:
+            flat = self.mechanism.privatize(torch.zeros(sum(p.numel() for p in self.params),
+                                                        device=fake.device), generator=self.rng)
+            noisy = list(torch.split(flat, [p.numel() for p in self.params]))
+            noisy = [g.view_as(p) for g, p in zip(noisy, self.params)]
+        surrogate = sum((p * g.detach()).sum() for p, g in zip(self.params, noisy))
+        return surrogate - surrogate.detach() + 0.0 * fake.sum()
 
 
 class FeatureExtractor(nn.Module):

@@ -24,8 +24,10 @@ Row bound. Lemma 2 assumes neighbouring datasets differ in one row by at most 1 
 make every private row satisfy ||x|| <= 1/2 (so any two rows are within 1). ``row_bound=clip``
 (default) rescales each row with norm > 1/2 to norm 1/2 (x * min(1, 0.5 / ||x||)); ``scale``
 divides every row by a data-independent constant 2 * max_norm (max_norm = the largest norm the
-domain allows, e.g. sqrt(d + label_weight^2) for [0, 1] pixels). Both are applied identically to
-generated samples, and neither uses other records, so neighbouring datasets stay neighbours.
+domain allows, e.g. sqrt(d + label_weight^2) for [0, 1] pixels), then clips as ``clip`` does, so
+the bound holds by construction for data outside [0, 1] and after centering too (the clip is a
+no-op on rows the constant already bounds). Both are applied identically to generated samples,
+and neither uses other records, so neighbouring datasets stay neighbours.
 ``none`` leaves rows unbounded, as the paper's experiments apparently did (it states no bound):
 for reproduction only -- the run's metrics then say the guarantee does not hold.
 
@@ -65,14 +67,14 @@ def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, lab
 
 def bound_rows(rows: torch.Tensor, how: str, max_norm: float = 1.0) -> torch.Tensor:
     """Make every row's l2 norm <= 1/2 (see module doc)."""
-    if how == "clip":
-        norms = rows.norm(dim=1, keepdim=True)
-        return rows * torch.clamp(0.5 / norms.clamp_min(1e-12), max=1.0)
-    if how == "scale":
-        return rows / (2.0 * max_norm)
+    if how not in ("clip", "scale", "none"):
+        raise ValueError(f"method.row_bound={how!r} is invalid: choose clip, scale or none")
     if how == "none":  # reproduction only: the sensitivity analysis does not cover these rows
         return rows
-    raise ValueError(f"method.row_bound={how!r} is invalid: choose clip, scale or none")
+    if how == "scale":  # a constant that bounds [0, 1] data; the clip below makes it hold for any data
+        rows = rows / (2.0 * max_norm)
+    norms = rows.norm(dim=1, keepdim=True)
+    return rows * torch.clamp(0.5 / norms.clamp_min(1e-12), max=1.0)
 
 
 def _fwht(x: torch.Tensor) -> torch.Tensor:
@@ -291,6 +293,11 @@ class DPSWD(WORGaussianLedger, SWD):
                                               "without_replacement")
         else:
             self.max_steps = self._max_steps_with_prefix(p.epsilon)
+        self._apply_union_bound(m, d)
+
+    def spent_steps(self) -> int:
+        """Per-step mechanism runs in the ledger (the DP mean, a release before training, excluded)."""
+        return self.ledger_steps() - (1 if self.center is not None and self.prefix else 0)
 
     # ---- the DP mean (center=dp_mean) ------------------------------------------------------
     def _eps(self, z: float, steps: int) -> float:
@@ -361,8 +368,7 @@ class DPSWD(WORGaussianLedger, SWD):
         self.center_info = {"center": "DP mean record, released once before training (Gaussian mechanism, "
                                       "accounted as one full-batch step)",
                             "center_clip_norm": r, "center_noise_std": std,
-                            "center_noise_multiplier": self.center_noise_multiplier,
-                            "rows_clipped_for_center": int((norms > r).sum())}
+                            "center_noise_multiplier": self.center_noise_multiplier}
         return (clipped.mean(0) + std * noise).float().view(x.shape[1:]).cpu()
 
     def prepare_data(self, x, y, output_dir=None):
@@ -383,7 +389,7 @@ class DPSWD(WORGaussianLedger, SWD):
             "sample_rate": self.sample_rate,
             "accountant": "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)",
             "epsilon_cross_check": {"wang_wor": self._cross_check()},
-            "private_steps": self.accountant.steps - (1 if self.center is not None and self.prefix else 0),
+            "private_steps": self.spent_steps(),
             **self.center_info,
             "max_steps_in_budget": self.max_steps,
             "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
@@ -401,5 +407,13 @@ class DPSWD(WORGaussianLedger, SWD):
                 "none: rows are NOT bounded; the noise assumes sensitivity 1 but rows can differ by up to "
                 f"{2 * self.max_norm:.3g}, so the (epsilon, delta) above does NOT hold (reproduction only)"
             ),
-            "guarantee_holds": self.row_bound != "none",
+            "not_covered": "anything the run writes beyond the generator, its samples, the losses (computed from "
+                           "the released noisy projections) and this report",
+            "guarantee_holds": not self.caveats(),
+            "guarantee_caveats": self.caveats(),
         }
+
+    def caveats(self) -> list:
+        rows = ([] if self.row_bound != "none" else
+                ["method.row_bound=none: private rows are not bounded (Lemma 2 does not apply)"])
+        return rows + self.bound_caveats()

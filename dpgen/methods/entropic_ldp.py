@@ -7,7 +7,9 @@ privatised once, locally: flattened, optionally DCT-transformed and sparsified (
 scale b = Delta_1 / epsilon (epsilon-LDP) or Gaussian of std s (analytic Gaussian mechanism,
 (epsilon, delta)-LDP). The sensitivity is the ball's diameter 2r by default (``sensitivity=radius``
 reproduces the paper's text, which halves the noise). The privatised set is cached in the run
-folder with its parameters, so a resumed run reuses the same release (fresh noise would be a
+folder with its parameters (the configuration and the record count: nothing computed from the clean
+records, which would sit beside the release and tell neighbouring datasets apart), so a resumed run
+reuses the same release (fresh noise would be a
 second release of every record and double the privacy cost); the labels are dropped (the paper
 trains unsupervised), so training never sees a clean value.
 
@@ -23,7 +25,6 @@ compared with the privatised batch; for ``dct=true`` the generated images are DC
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import secrets
@@ -160,13 +161,10 @@ def ldp_loss(kind: str, fake_rows: torch.Tensor, real_rows: torch.Tensor, p: int
     raise ValueError(f"loss={kind!r} is invalid: choose one of {', '.join(LOSSES)}")
 
 
-def _digest(x: torch.Tensor) -> str:
-    return hashlib.sha256(x.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
-
-
 class EntropicLDP(GenerativeMethod):
     name = "entropic_ldp"
     private = True
+    accounts_steps = False  # Remark 1: training on the release is post-processing
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **_):
@@ -204,13 +202,14 @@ class EntropicLDP(GenerativeMethod):
                 "shape": list(shape)}
 
     def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
+        # the cache is keyed on public facts only (the configuration and the number of records): a key
+        # computed from the clean records (a hash, say) would sit beside the release and tell D from D'
         shape = tuple(x.shape[1:])
-        params = self.params(shape)
-        digest = _digest(x)
+        params = {**self.params(shape), "records": int(len(x))}
         cache = Path(output_dir) / CACHE_NAME if output_dir is not None else None
         if cache is not None and cache.exists():
             state = torch.load(cache, map_location="cpu", weights_only=False)
-            if state["params"] != params or state["clean_digest"] != digest:
+            if state["params"] != params:
                 raise ValueError(
                     f"{cache} holds a release made with other parameters or data ({json.dumps(state['params'])}); "
                     "a second release with fresh noise would spend the privacy budget again: use a new run folder "
@@ -232,7 +231,7 @@ class EntropicLDP(GenerativeMethod):
                 from dpgen.utils.io import atomic_write_bytes
 
                 buf = io.BytesIO()
-                torch.save({"x": z, "params": params, "clean_digest": digest}, buf)
+                torch.save({"x": z, "params": params}, buf)
                 atomic_write_bytes(cache, buf.getvalue())
         self.prepared = True
         self.cache_path = str(cache) if cache is not None else None
@@ -268,6 +267,8 @@ class EntropicLDP(GenerativeMethod):
             "private": True,
             "guarantee": ("local DP, per record: each record was privatised once, before training, by the local "
                           "mechanism; training is post-processing"),
+            "neighbouring_relation": "replace one record (local DP: any two values of one record)",
+            "not_covered": "labels are dropped; the number of records is public",
             "mechanism": what + (f", after a DCT and zeroing coefficients below the {self.dct_quantile} quantile"
                                  if self.dct else ""),
             "epsilon_budget": self.epsilon_budget,

@@ -13,8 +13,11 @@ The loop (separate from the generative trainer, with the same guarantees):
 * checkpoints (``trainer.checkpoint_every`` steps and at the end, atomic): model, optimizer, RNG states,
   step, and the state of *every* accountant, so ``resume=true`` never under-counts; steps after the last
   checkpoint are discarded on resume together with their log lines;
-* ``metrics.jsonl``: ``step, epoch, loss`` and the epsilon of each accountant (``eps_moments``, ``eps_bdp``,
-  ``eps_wdp``) every ``trainer.log_every`` steps and at the end of each epoch; ``metrics.json`` at the end:
+* ``metrics.jsonl`` (and ``logger=csv|tensorboard|wandb``): ``step, epoch`` and the epsilon of each accountant
+  (``eps_moments``, ``eps_bdp``, ``eps_wdp``) every ``trainer.log_every`` steps and at the end of each epoch;
+  the batch loss only for the non-private baseline (DP-SGD's loss is computed from clean records and never
+  leaves the run; a non-finite step is detected on the released noisy gradient). The ledger is on disk before
+  a line goes out and a resume keeps the checkpoint's noise (dpgen.train.publication); ``metrics.json`` at the end:
   test accuracy (the test split is used once, after training: no model selection, no early stopping on
   it), epsilons, deltas, attack probabilities ``1/(1+exp(-eps))``, sigma, C, q, steps, timings
   (``timing_ms_per_step``: DP-SGD step, pair distances, each accountant) and wall time.
@@ -22,7 +25,6 @@ The loop (separate from the generative trainer, with the same guarantees):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -74,8 +76,9 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.models.generators import count_parameters
     from dpgen.privacy.calibration import steps_for_epochs, steps_to_epsilon
     from dpgen.train.checkpoint import Checkpointer
-    from dpgen.train.trainer import (make_optimizer, mechanism_generators, open_run, resolve_device, run_state,
-                                     seed_everything)
+    from dpgen.train.publication import Publisher, finite_gradients, stop_step
+    from dpgen.train.trainer import (TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
+                                     prepare_resume, resolve_device, run_state, seed_everything)
     from dpgen.utils.io import write_json
 
     if cfg.method.name != "dpsgd":
@@ -102,40 +105,39 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     steps_per_epoch = math.ceil(n / t.batch_size)
     steps = int(t.steps) if t.steps is not None else steps_for_epochs(n, t.batch_size, t.epochs)
 
-    method = make_dpsgd(cfg, n, steps)
-    target_steps = steps
+    ckpt = Checkpointer(out / "checkpoints")
+    state = load_checkpoint(cfg, ckpt)
+    calib_steps, settings = prepare_resume(state, steps, cfg, n_private=n)
+    method = make_dpsgd(cfg, n, calib_steps)
     stop_reason = "completed"
+    max_steps = None  # the steps the budget allows in total
     if method.private and cfg.method.noise_multiplier is not None:
-        allowed = steps_to_epsilon(cfg.privacy.epsilon, cfg.privacy.delta, method.noise_multiplier,
-                                   method.sample_rate, sampling="poisson", accountant="moments")
-        if allowed == 0:
+        max_steps = steps_to_epsilon(cfg.privacy.epsilon, cfg.privacy.delta, method.noise_multiplier,
+                                     method.sample_rate, sampling="poisson", accountant="moments")
+        if max_steps == 0:
             raise ValueError(f"privacy.epsilon={cfg.privacy.epsilon} at delta={cfg.privacy.delta} is spent by not even one "
                              f"step with method.noise_multiplier={method.noise_multiplier} at q={method.sample_rate:.4g}: "
                              "raise the noise or the budget (or set method.noise_multiplier=null to calibrate it).")
-        if allowed < steps:
-            target_steps = allowed
-            print(f"[dpgen] the budget allows {allowed} of the {steps} steps asked: training stops there")
+    elif method.private:  # calibrated so that calib_steps steps reach the budget
+        max_steps = calib_steps
     model = make_classifier(shape, num_classes, arch=cfg.task.model, norm=cfg.task.norm).to(device)
     opt = make_optimizer(t, model.parameters())
-    ckpt = Checkpointer(out / "checkpoints")
-    jsonl = out / "metrics.jsonl"
+    publisher = Publisher(cfg, out, method, settings)
 
-    step = 0
-    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
-        method.load_state_dict(state["method"])
-        step = int(state["step"])
+    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
+    if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (DP epsilon so far {method.epsilon():.4f})")
+    target_steps = stop_step(method, step, steps, max_steps)
+    if target_steps < steps:
+        print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
 
     def checkpoint():
-        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, model=model.state_dict(), optimizer=opt.state_dict(),
-                            method=method.state_dict()))
-
-    def log(rec):
-        with open(jsonl, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+        publisher.checkpoint(lambda: ckpt.save(run_state(
+            cfg, step, sampler_gen, noise_gen, settings, model=model.state_dict(), optimizer=opt.state_dict(),
+            method=method.state_dict())))
 
     perm, pos = None, 0  # non-private: shuffled epochs
     last_loss = float("nan")
@@ -152,7 +154,10 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
             opt.zero_grad(set_to_none=True)
             t_pairs = method.timing["pairs"]
             loss, dist = method.private_gradient(model, X[idx], Y[idx], noise_gen=noise_gen, pair_idx=pair_idx)
-            opt.step()
+            # the stop test reads the released (noisy) gradient, never the clean loss
+            finite = finite_gradients(model.parameters())
+            if finite:
+                opt.step()
             # plain DP-SGD's time: the step minus the pair distances (timed apart, an accountant cost)
             method.timing["sgd"] += time.perf_counter() - t0 - (method.timing["pairs"] - t_pairs)
             method.account(dist)
@@ -165,30 +170,31 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
             opt.zero_grad(set_to_none=True)
             lt = F.cross_entropy(model(X[idx]), Y[idx])
             lt.backward()
-            opt.step()
             loss = float(lt.detach())
+            finite = math.isfinite(loss)
+            if finite:
+                opt.step()
+                last_loss = loss
             method.timing["sgd"] += time.perf_counter() - t0
             method.timed_steps += 1
         step += 1
         bar.update(1)
-        if not math.isfinite(loss) and idx.numel() > 0:
-            if ckpt.exists():  # the mechanism ran: keep the checkpoint's ledger honest
-                state = ckpt.load()
-                state["method"] = method.state_dict()
-                ckpt.save(state)
-            from dpgen.train.trainer import TrainingError
-
-            raise TrainingError(f"loss is {loss} at step {step}: training stopped. The last good checkpoint "
-                                f"({ckpt.path}) is kept, its privacy ledger updated; lower trainer.lr.")
-        if math.isfinite(loss):
-            last_loss = loss
+        if not finite:
+            publisher.persist()  # the mechanism ran: the ledger counts the failed step
+            what = "the released gradient is not finite" if method.private else f"loss is {loss}"
+            raise TrainingError(f"{what} at step {step}: training stopped. The last good checkpoint ({ckpt.path}) "
+                                f"is kept and the privacy ledger ({publisher.ledger.path}) counts the failed step; "
+                                "lower trainer.lr.")
         end_epoch = step % steps_per_epoch == 0 or step == target_steps
         if step % t.log_every == 0 or end_epoch:
-            rec = {"step": step, "epoch": round(step / steps_per_epoch, 4), "loss": last_loss}
-            if method.private:  # every log line: the figure of epsilon against the epoch
+            rec = {"step": step, "epoch": round(step / steps_per_epoch, 4)}
+            if method.publishes_loss:
+                rec["loss"] = last_loss
+                bar.set_postfix(loss=f"{last_loss:.4g}")
+            else:  # every log line: the figure of epsilon against the epoch
                 rec.update({f"eps_{a}": e for a, e in method.epsilons().items()})
-            log(rec)
-            bar.set_postfix(loss=f"{last_loss:.4g}", **({"eps": f"{method.epsilon():.3g}"} if method.private else {}))
+                bar.set_postfix(eps=f"{method.epsilon():.3g}")
+            publisher.publish(rec, step)
         if step % t.checkpoint_every == 0 or step == target_steps:
             checkpoint()
     bar.close()
@@ -209,6 +215,10 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
         privacy.update({
             "noise_multiplier": method.noise_multiplier, "clip": method.clip, "noise_std": method.noise_std,
             "sample_rate": method.sample_rate, "sampling": "poisson", "steps_accounted": method.steps,
+            "neighbouring_relation": "add/remove one record (Poisson sampling at rate q)",
+            "not_covered": ("the BDP and WDP epsilons (eps_bdp, eps_wdp) are computed from private gradient pairs "
+                            "and are not themselves released privately (as in the BDP/WDP papers); the DP "
+                            "(moments) epsilon is data-independent; the test accuracy reads the public test split"),
             "epsilon_budget": cfg.privacy.epsilon, "epsilon_spent": method.epsilon(), "delta": cfg.privacy.delta,
             "pair_examples": method.pair_examples if method.pairwise else None,
             "pairs_per_step": method.pair_examples * (method.pair_examples - 1) // 2 if method.pairwise else None,
@@ -244,7 +254,9 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
         "n_train": n, "n_test": int(X_test.shape[0]),
         "batch_size": t.batch_size, "optimizer": t.optimizer, "lr": t.lr,
         "steps": step, "steps_requested": steps, "epochs": round(step / steps_per_epoch, 4),
-        "stop_reason": stop_reason, "final_loss": last_loss,
+        "stop_reason": stop_reason,
+        "final_loss": (last_loss if method.publishes_loss else
+                       "withheld: the clean batch loss is computed from private records"),
         "test_acc": test_acc,
         "privacy": privacy,
         "timing_ms_per_step": timing,
@@ -255,6 +267,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
         "wall_seconds": round(time.time() - t_start, 2),
     }
     write_json(out / "metrics.json", metrics)
+    publisher.finish()
     return metrics
 
 

@@ -11,18 +11,22 @@ guarantees:
   ``privacy.secret_randomness=false``.
 * tqdm progress; atomic checkpoints (g, h, discriminator, optimizer, RNG states, the accountant's
   ledger, step) every ``trainer.checkpoint_every`` steps and at the end; ``resume=true``.
-* A private method stops before a step that would exceed its (epsilon, delta) budget.
+* A private method stops before a step that would exceed its (epsilon, delta) budget, counting the
+  steps its ledger already holds; a resume keeps the noise of the checkpoint and refuses changed
+  privacy settings; the ledger is on disk before a log line or checkpoint goes out
+  (dpgen.train.publication, as in the generative trainer).
 * ``metrics.jsonl`` + ``metrics.json`` (target accuracy, epsilon spent, sigma, bound, how target
   rows were bounded, what the guarantee covers: the target only), ``config.yaml``.
 
 Evaluation: accuracy of h(g(x)) on the whole target set, whose labels are read only for this
 final evaluation (the transductive protocol of the paper: the unlabelled target set is also the
-test set); nothing is selected or stopped on it. An epoch is ceil(N_target / B) steps.
+test set); nothing is selected or stopped on it. That accuracy is NOT private (it reads the
+private target records and labels outside the mechanism): the privacy report says so, and the
+guarantee covers what the networks release. An epoch is ceil(N_target / B) steps.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -108,9 +112,9 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.models.da_nets import accuracy
     from dpgen.privacy.calibration import steps_for_epochs
     from dpgen.train.checkpoint import Checkpointer
-    from dpgen.train.loggers import make_logger
-    from dpgen.train.trainer import (TrainingError, make_optimizer, mechanism_generators, open_run,
-                                     resolve_device, run_state, seed_everything)
+    from dpgen.train.publication import Publisher, stop_step
+    from dpgen.train.trainer import (TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
+                                     prepare_resume, resolve_device, run_state, seed_everything)
     from dpgen.utils.io import write_json
 
     t_start = time.time()
@@ -128,32 +132,31 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
         raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the source ({n_s}) or the target "
                          f"({n_t}) set: lower trainer.batch_size.")
     steps = int(t.steps) if t.steps is not None else steps_for_epochs(n_t, t.batch_size, t.epochs)
-    g, h, method = build(cfg, data, steps, device)
+    ckpt = Checkpointer(out / "checkpoints")
+    state = load_checkpoint(cfg, ckpt)
+    calib_steps, settings = prepare_resume(state, steps, cfg, n_private=n_t, task_keys=("k", "target_grad"))
+    g, h, method = build(cfg, data, calib_steps, device)
     method.rng = noise_gen
     params = list(g.parameters()) + list(h.parameters()) + method.parameters()
     opt = make_optimizer(t, params)
-    ckpt = Checkpointer(out / "checkpoints")
-    jsonl = out / "metrics.jsonl"
-    logger = make_logger(cfg, out)
+    publisher = Publisher(cfg, out, method, settings)
 
-    step = 0
-    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
     if state is not None:
         g.load_state_dict(state["g"])
         h.load_state_dict(state["h"])
-        method.load_state_dict(state["method"])
         opt.load_state_dict(state["optimizer"])
-        step = int(state["step"])
+    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
+    if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
 
     def checkpoint():
-        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, g=g.state_dict(), h=h.state_dict(),
-                            method=method.state_dict(), optimizer=opt.state_dict()))
+        publisher.checkpoint(lambda: ckpt.save(run_state(
+            cfg, step, sampler_gen, noise_gen, settings, g=g.state_dict(), h=h.state_dict(),
+            method=method.state_dict(), optimizer=opt.state_dict())))
 
-    target_steps = steps
-    if method.private and method.max_steps is not None and method.max_steps < steps:
-        target_steps = method.max_steps
-        print(f"[dpgen] the budget allows {method.max_steps} of the {steps} steps asked: training stops there")
+    target_steps = stop_step(method, step, steps, method.max_steps)
+    if target_steps < steps:
+        print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
     bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.problem}",
                disable=not t.progress, dynamic_ncols=True)
     g.train(), h.train()
@@ -165,15 +168,13 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
         idx_s = torch.randperm(n_s)[: t.batch_size].to(device)  # public source: the public seed is fine
         opt.zero_grad(set_to_none=True)
         logs = method.compute_grads(g, h, Xs[idx_s], Ys[idx_s], Xt[idx_t], step / max(1, target_steps))
-        if not np.isfinite(logs["loss"]):
-            method.account()
-            if ckpt.exists():
-                state = ckpt.load()
-                state["method"]["accountant"] = method.state_dict()["accountant"]
-                ckpt.save(state)
+        if not np.isfinite(logs["loss"]):  # the logged losses are released values (see the methods)
+            method.account()  # the mechanism ran: keep the ledger honest
+            publisher.persist()
             raise TrainingError(
                 f"loss is {logs['loss']} at step {step + 1}: training stopped. The last good checkpoint "
-                f"({ckpt.path}) is kept, its privacy ledger updated; lower trainer.lr or check the data."
+                f"({ckpt.path}) is kept and the privacy ledger ({publisher.ledger.path}) counts the failed step; "
+                "lower trainer.lr or check the data."
             )
         opt.step()
         method.account()
@@ -184,17 +185,15 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
             if method.private and (step % (t.log_every * 10) == 0 or step == target_steps):
                 rec["epsilon"] = method.epsilon()
             ev = cfg.task.eval_every
-            if ev and (step % ev == 0):  # monitoring only: never used to select or stop
+            if ev and (step % ev == 0):  # monitoring only, never used to select or stop; NOT private
                 rec["target_acc"] = accuracy(g, h, Xt, data["Yt"].to(device))
-            with open(jsonl, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-            logger.log(rec, step)
+            publisher.publish(rec, step)
             bar.set_postfix(loss=f"{logs['loss']:.4g}")
         if step % t.checkpoint_every == 0 or step == target_steps:
             checkpoint()
     bar.close()
     loop_s = time.time() - t_loop
-    stop_reason = "completed" if target_steps == steps else \
+    stop_reason = "completed" if target_steps >= steps else \
         f"privacy budget: the next step would exceed epsilon={cfg.privacy.epsilon}"
 
     Yt = data["Yt"].to(device)
@@ -208,7 +207,9 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
         "n_target": n_t,
         "target_acc": accuracy(g, h, Xt, Yt),
         "source_acc": accuracy(g, h, Xs, Ys),
-        "evaluation": "accuracy on the whole target set (labels read only here; transductive protocol)",
+        "evaluation": ("accuracy on the whole target set (labels read only here; the paper's transductive "
+                       "protocol, kept for reproduction). NOT private: it is computed from the private target "
+                       "records and labels, outside the mechanism"),
         "steps": step,
         "steps_requested": steps,
         "epochs": round(step / max(1, -(-n_t // t.batch_size)), 3),
@@ -230,7 +231,7 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     }
     metrics["wall_seconds"] = round(time.time() - t_start, 2)
     write_json(out / "metrics.json", metrics)
-    logger.finish()
+    publisher.finish()
     return metrics
 
 
@@ -244,10 +245,12 @@ def run_domain_adaptation(cfg, output_dir: Path | None = None) -> Dict[str, Any]
     p = m["privacy"]
     print(f"\n{m['method']} on {m['problem']} ({m['source']} -> {m['target']}): {m['steps']} steps "
           f"({m['stop_reason']}), {m['train_seconds']:.1f} s on {m['device']}")
-    print(f"  target accuracy {m['target_acc']:.2f}% (source {m['source_acc']:.2f}%)")
+    print(f"  target accuracy {m['target_acc']:.2f}% (source {m['source_acc']:.2f}%; the target accuracy reads the "
+          "private target labels: not private)")
     if p.get("private"):
         print(f"  privacy (target only): epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at delta "
-              f"{p['delta']:.3g}; sigma {p['sigma']:.4g}; {p['bound']}; guarantee holds: {p['guarantee_holds']}")
+              f"{p['delta']:.3g}; sigma {p['sigma']:.4g}; {p['bound']}; {p['neighbouring_relation']}; "
+              f"guarantee holds: {p['guarantee_holds']}")
     else:
         print("  privacy: none (non-private baseline)")
     print(f"  files: {out / 'metrics.json'}")

@@ -7,13 +7,22 @@ accountant records the step.
 
 * ``trainer.device=auto``: CUDA when present, else CPU. Seeds: ``seed``.
 * Checkpoints every ``trainer.checkpoint_every`` steps and at the end, written atomically:
-  generator, optimizer, RNG states, accountant ledger, step, log position. ``resume=true``
-  continues from the last one. Steps after the last checkpoint are discarded on resume together
-  with their log lines, so everything a run releases depends only on ledgered steps.
+  generator, optimizer, RNG states, accountant ledger, the privacy settings it was spent under,
+  step, log position. ``resume=true`` continues from the last one with the same noise (the noise
+  is calibrated for the checkpoint's steps, not for a changed ``trainer.steps``) and refuses
+  changed privacy settings, naming them.
+* Publication (dpgen.train.publication): the ledger is written to ``checkpoints/ledger.json``
+  before anything from a step is logged or checkpointed, so a run resumed after a crash counts
+  every step it published, even after its last checkpoint; log lines after the checkpoint are cut
+  from ``metrics.jsonl`` but stay charged. A private method whose loss is computed from clean
+  records (``publishes_loss = False``: DP-Sinkhorn and its variants) never has its loss logged,
+  shown or written; only step and epsilon are.
 * Budget: a private method knows how many steps its (epsilon, delta) allows; the run stops before
-  a step that would exceed it and records what it spent.
-* A non-finite loss stops the run with the step number; the last good checkpoint is kept (its
-  ledger is brought up to date: the failed step's mechanism ran).
+  a step that would exceed it (counting the steps its ledger already holds) and records what it
+  spent.
+* A non-finite step stops the run with the step number: the test reads a released quantity (the
+  published loss, else the noisy gradient), the failed step is charged in the ledger file, and the
+  last good checkpoint is kept.
 * Results in the run folder: ``metrics.jsonl`` (every ``trainer.log_every`` steps),
   ``metrics.json`` (final), ``samples.png``, ``config.yaml``, ``checkpoints/last.pt``.
 """
@@ -30,7 +39,7 @@ import numpy as np
 import torch
 
 from dpgen.train.checkpoint import Checkpointer, rng_state, set_rng_state
-from dpgen.train.loggers import make_logger
+from dpgen.train.publication import Publisher, finite_gradients, stop_step
 from dpgen.utils.io import atomic_write_text, write_json
 
 
@@ -106,31 +115,54 @@ def make_optimizer(t, params) -> torch.optim.Optimizer:
     raise ValueError(f"trainer.optimizer={t.optimizer!r} is unknown: choose adam, sgd or rmsprop")
 
 
-def open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen):
-    """``resume=true`` with a checkpoint: its state, with the run's RNG (and, when not secret, the
-    mechanism's) restored and ``metrics.jsonl`` cut back to its step; the caller loads its modules.
-    Otherwise None, and a stale ``metrics.jsonl`` is removed (a fresh start)."""
-
+def load_checkpoint(cfg, ckpt):
+    """The checkpoint's state when ``resume=true`` and one exists, else None (a fresh start)."""
     if cfg.resume and ckpt.exists():
-        state = ckpt.load()
-        set_rng_state(state["rng"])
-        if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-            sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-            noise_gen.set_state(state["mechanism_rng"]["noise"])
-        _truncate_jsonl(jsonl, int(state["step"]))
-        return state
+        return ckpt.load()
     if cfg.resume:
         print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
-    if jsonl.exists():
-        jsonl.unlink()
     return None
 
 
-def run_state(cfg, step: int, sampler_gen, noise_gen, **parts) -> dict:
-    """A checkpoint: ``parts`` (state dicts), the run's RNG state and step, and the mechanism's RNG
-    only when it is not secret (reproducible runs)."""
+def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
+    """(steps to calibrate the noise for, privacy settings of the run). A resumed run keeps its
+    checkpoint's calibration (its noise was released) and refuses changed privacy settings."""
+    from dpgen.train.publication import calibration_steps, check_resume_settings, privacy_settings
 
-    return {**parts, "rng": rng_state(), "step": step,
+    steps = calibration_steps(state, requested_steps)
+    settings = privacy_settings(cfg, calibration_steps=steps, **settings_kw)
+    if state is not None:
+        check_resume_settings(state["privacy_settings"], settings)
+    return steps, settings
+
+
+def open_run(cfg, state, publisher, method, sampler_gen, noise_gen) -> int:
+    """Start or continue a run; returns its step. With a checkpoint ``state`` (the caller has loaded
+    its modules): the run's RNG (and, when not secret, the mechanism's) restored, ``metrics.jsonl``
+    cut back to its step, the method's state loaded and its ledger brought up to the newest one on
+    disk (steps published after the checkpoint count). Without: stale files of an earlier run in
+    the folder are removed (a fresh start)."""
+
+    if state is None:
+        if publisher.jsonl.exists():
+            publisher.jsonl.unlink()
+        publisher.ledger.remove()
+        return 0
+    set_rng_state(state["rng"])
+    if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
+        sampler_gen.set_state(state["mechanism_rng"]["sampler"])
+        noise_gen.set_state(state["mechanism_rng"]["noise"])
+    _truncate_jsonl(publisher.jsonl, int(state["step"]))
+    method.load_state_dict(state["method"])
+    publisher.ledger.reconcile(method)
+    return int(state["step"])
+
+
+def run_state(cfg, step: int, sampler_gen, noise_gen, settings, **parts) -> dict:
+    """A checkpoint: ``parts`` (state dicts), the privacy settings its ledger was spent under, the
+    run's RNG state and step, and the mechanism's RNG only when it is not secret (reproducible runs)."""
+
+    return {**parts, "rng": rng_state(), "step": step, "privacy_settings": settings,
             **({} if cfg.privacy.secret_randomness else
                {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})}
 
@@ -200,38 +232,36 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     if t.batch_size > n:
         raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the dataset ({n} records): lower it.")
     steps = int(t.steps) if t.steps is not None else steps_for_epochs(n, t.batch_size, t.epochs)
+    ckpt = Checkpointer(out / "checkpoints")
+    state = load_checkpoint(cfg, ckpt)
+    calib_steps, settings = prepare_resume(state, steps, cfg, n_private=n)
 
-    method = make_method(cfg, num_classes=num_classes, data_dim=int(np.prod(shape)), n_private=n, steps=steps,
-                         batch_size=t.batch_size, image_shape=shape)
+    method = make_method(cfg, num_classes=num_classes, data_dim=int(np.prod(shape)), n_private=n,
+                         steps=calib_steps, batch_size=t.batch_size, image_shape=shape)
     gen = make_generator(cfg.model.generator, shape, num_classes, cfg.model.code_dim).to(device)
     opt = make_optimizer(t, gen.parameters())
     ema = EMA(gen, t.ema) if getattr(t, "ema", None) else None
-    ckpt = Checkpointer(out / "checkpoints")
-    jsonl = out / "metrics.jsonl"
-    logger = make_logger(cfg, out)
+    publisher = Publisher(cfg, out, method, settings)
 
-    step = 0
-    state = open_run(cfg, ckpt, jsonl, sampler_gen, noise_gen)
     if state is not None:
         gen.load_state_dict(state["generator"])
         opt.load_state_dict(state["optimizer"])
         if ema is not None and state.get("ema") is not None:
             ema.model.load_state_dict(state["ema"])
-        method.load_state_dict(state["method"])
-        step = int(state["step"])
+    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
+    if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far "
               f"{method.epsilon():.4f})")
 
     def checkpoint():
-        ckpt.save(run_state(cfg, step, sampler_gen, noise_gen, generator=gen.state_dict(),
-                            optimizer=opt.state_dict(), method=method.state_dict(),
-                            ema=ema.model.state_dict() if ema is not None else None))
+        publisher.checkpoint(lambda: ckpt.save(run_state(
+            cfg, step, sampler_gen, noise_gen, settings, generator=gen.state_dict(), optimizer=opt.state_dict(),
+            method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None)))
 
-    target_steps = steps
     stop_reason = "completed"
-    if method.private and method.max_steps is not None and method.max_steps < steps:
-        target_steps = method.max_steps
-        print(f"[dpgen] the budget allows {method.max_steps} of the {steps} steps asked: training stops there")
+    target_steps = stop_step(method, step, steps, method.max_steps)
+    if target_steps < steps:
+        print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
     method.rng = noise_gen  # the mechanism's randomness (also for a release in prepare_data)
     if in_memory:  # the whole set on the device at once
         X_dev, Y_dev = train_ds.tensors[0].to(device), train_ds.tensors[1].to(device)
@@ -251,51 +281,58 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
             items = [train_ds[int(i)] for i in idx.cpu()]
             return (torch.stack([x for x, _ in items]).to(device),
                     torch.as_tensor([int(y) for _, y in items], device=device))
+    # what may leave the run: the loss only when the method computes it from released values
+    publishes_loss = method.publishes_loss
     last_loss = float("nan")
     bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.name}",
                disable=not t.progress, dynamic_ncols=True)
-    method.rng = noise_gen
     if hasattr(method, "bind_generator"):  # methods that need the generator (parameter-gradient noise, ...)
         method.bind_generator(gen)
     gen.train()
     while step < target_steps:
         idx = method.sample_batch(n, t.batch_size, sampler_gen)
         idx = idx.to(device) if in_memory else idx
-        if idx.numel() == 0:  # an empty Poisson batch is still a private step
-            method.account()
+        if idx.numel() == 0 and not method.private:  # an empty batch: nothing to learn from, no privacy
             step += 1
             bar.update(1)
             continue
-        real, y_real = fetch(idx)
         fake, y_fake = gen.sample(t.batch_size, device=device)
-        loss = method.loss(fake, y_fake, real, y_real)
-        if not torch.isfinite(loss):
-            method.account()  # the mechanism ran: keep the ledger honest
-            if ckpt.exists():
-                state = ckpt.load()
-                state["method"] = method.state_dict()
-                ckpt.save(state)
-            raise TrainingError(
-                f"loss is {loss.item()} at step {step + 1}: training stopped. The last good checkpoint "
-                f"({ckpt.path}) is kept, its privacy ledger updated; lower trainer.lr or check the data."
-            )
+        if idx.numel() == 0:  # an empty Poisson batch: the mechanism still releases its noise
+            if not hasattr(method, "empty_batch_loss"):
+                raise TrainingError(f"{cfg.method.name} drew an empty batch but has no empty_batch_loss: its "
+                                    "Poisson mechanism must release noise on an empty batch too")
+            loss = method.empty_batch_loss(fake)
+        else:
+            real, y_real = fetch(idx)
+            loss = method.loss(fake, y_fake, real, y_real)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        # the stop test reads a released quantity: the loss where it is published, else the gradient
+        # the mechanism released (post-processing of the noisy release)
+        finite = bool(torch.isfinite(loss)) if publishes_loss else finite_gradients(gen.parameters())
+        if not finite:
+            method.account()  # the mechanism ran: keep the ledger honest
+            publisher.persist()
+            what = f"loss is {loss.item()}" if publishes_loss else "the released gradient is not finite"
+            raise TrainingError(
+                f"{what} at step {step + 1}: training stopped. The last good checkpoint ({ckpt.path}) is kept "
+                f"and the privacy ledger ({publisher.ledger.path}) counts the failed step; lower trainer.lr or "
+                "check the data.")
         opt.step()
         if ema is not None:
             ema.update(gen)
         method.account()
         step += 1
-        last_loss = float(loss.item())
         bar.update(1)
         if step % t.log_every == 0 or step == target_steps:
-            rec = {"step": step, "loss": last_loss}
+            rec = {"step": step}
+            if publishes_loss:
+                last_loss = float(loss.item())
+                rec["loss"] = last_loss
+                bar.set_postfix(loss=f"{last_loss:.4g}")
             if method.private and (step % (t.log_every * 10) == 0 or step == target_steps):
                 rec["epsilon"] = method.epsilon()
-            with open(jsonl, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-            logger.log(rec, step)
-            bar.set_postfix(loss=f"{last_loss:.4g}")
+            publisher.publish(rec, step)
         if step % t.checkpoint_every == 0 or step == target_steps:
             checkpoint()
     bar.close()
@@ -313,7 +350,8 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
         "steps": step,
         "steps_requested": steps,
         "stop_reason": stop_reason,
-        "final_loss": last_loss,
+        "final_loss": (last_loss if publishes_loss else
+                       "withheld: computed from clean private records (only the noisy gradient is released)"),
         "generator": type(gen).__name__,
         "generator_parameters": count_parameters(gen),
         "n_private": n,
@@ -342,7 +380,7 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
         metrics.update(fid_of_generator(cfg, gen, shape, device))
     metrics["wall_seconds"] = round(time.time() - t_start, 2)
     write_json(out / "metrics.json", metrics)
-    logger.finish()
+    publisher.finish()
     return metrics
 
 

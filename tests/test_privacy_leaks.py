@@ -1,0 +1,384 @@
+"""Nothing leaves a run that the ledger does not cover (the privacy audit's regression tests).
+
+* Artefact check: the mechanism's released output is recorded on D and replayed on D' (one record
+  replaced by a far-away canary, inside every batch); every file the run writes (metrics, log
+  lines, csv logger, checkpoints, ledger, caches, samples) must then be identical. A clean loss,
+  a count, a hash computed from private records shows up as a difference.
+* Ledger: a resume with more steps keeps the released noise and the budget; a resume with changed
+  privacy settings is refused, naming the setting; a crash after a published step is charged.
+* Row bounds hold for any data; the DP-SWD bounds that need a union bound get one, CLT runs say
+  they are approximate; every report names its neighbouring relation.
+"""
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from dpgen.config import register_configs, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+register_configs()
+#: metrics fields that are timings or where the files went, not functions of the data
+_VOLATILE = {"wall_seconds", "train_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
+             "samples_png", "release_cache", "cache", "timing", "timed_steps"}
+
+
+def _cfg(*overrides):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        generation = not any(o.startswith("task=") and o != "task=generation" for o in overrides)
+        c = compose(config_name="config", overrides=["trainer.progress=false", "privacy.secret_randomness=false",
+                                                     *(["task.eval_models=[]"] if generation else []), *overrides])
+    return validate(c)
+
+
+class Replay:
+    """Records the released values of a run, then hands the same values to a second run."""
+
+    def __init__(self):
+        self.values, self.replaying, self.i = [], False, 0
+
+    def __call__(self, value):
+        if not self.replaying:
+            self.values.append(copy.deepcopy(value))
+            return value
+        self.i += 1
+        return copy.deepcopy(self.values[self.i - 1])
+
+
+def _small_private_set(monkeypatch, n: int, canary: bool):
+    """The first n records of the train split; with ``canary`` record 0 is replaced by a far-away one."""
+    import dpgen.data as data
+    from dpgen.data.base import ArrayDataset
+
+    real = data.load_dataset
+
+    def load(name, split="train", **kw):
+        ds = real(name, split, **kw)
+        if split != "train":
+            return ds
+        X, Y = ds.tensors[0][:n].clone(), ds.tensors[1][:n].clone()
+        if canary:
+            X[0] = 50.0 * torch.ones_like(X[0])
+            Y[0] = (Y[0] + 1) % max(1, ds.num_classes)
+        return ArrayDataset(X, Y, name=ds.name, num_classes=ds.num_classes)
+
+    monkeypatch.setattr(data, "load_dataset", load)
+
+
+def _strip(obj):
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in _VOLATILE}
+    if isinstance(obj, (list, tuple)):
+        return [_strip(v) for v in obj]
+    if isinstance(obj, (torch.Tensor, np.ndarray)):
+        return obj.tolist()
+    return obj
+
+
+def _files(run: Path):
+    out = {}
+    for p in sorted(run.rglob("*")):
+        if p.is_file():
+            rel = str(p.relative_to(run))
+            if p.suffix == ".pt":
+                out[rel] = _strip(torch.load(p, map_location="cpu", weights_only=False))
+            elif p.name == "metrics.json":
+                out[rel] = _strip(json.loads(p.read_text()))
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def _assert_same_artefacts(tmp_path, monkeypatch, train, cfg, n, patch):
+    """Train on D (recording the release), then on D' (replaying it): every file must match."""
+    rep = Replay()
+    patch(monkeypatch, rep)
+    _small_private_set(monkeypatch, n, canary=False)
+    train(cfg, tmp_path / "D")
+    rep.replaying = True
+    _small_private_set(monkeypatch, n, canary=True)
+    train(cfg, tmp_path / "D_prime")
+    assert rep.values and rep.i == len(rep.values), "the replay did not run through the mechanism"
+    a, b = _files(tmp_path / "D"), _files(tmp_path / "D_prime")
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name] == b[name], f"{name} differs between neighbouring datasets: it is not covered by the release"
+
+
+def _patch_method(cls, attr, wrap):
+    def patch(monkeypatch, rep):
+        orig = getattr(cls, attr)
+        monkeypatch.setattr(cls, attr, lambda self, *a, **k: wrap(rep, orig, self, *a, **k))
+    return patch
+
+
+def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch):
+    """Finding 1: the clean Sinkhorn divergence was logged (842.5 on D, 844.8 on D')."""
+    from dpgen.privacy.dpsinkhorn import ImageGradientMechanism
+    from dpgen.train import train_generative
+
+    cfg = _cfg("method=dpsinkhorn", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=40",
+               "trainer.log_every=1", "logger=csv", "model.generator=mlp")
+    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 40, _patch_method(
+        ImageGradientMechanism, "privatize", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
+    rec = json.loads((tmp_path / "D" / "metrics.jsonl").read_text().splitlines()[0])
+    assert "loss" not in rec and json.loads((tmp_path / "D" / "metrics.json").read_text())["final_loss"].startswith(
+        "withheld")
+
+
+def test_dpsinkhorn_param_publishes_no_clean_loss(tmp_path, monkeypatch):
+    from dpgen.privacy.dpsinkhorn import PerSampleGradientMechanism
+    from dpgen.train import train_generative
+
+    cfg = _cfg("method=dpsinkhorn_param", "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=20",
+               "trainer.log_every=1", "model.generator=mlp")
+    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 20, _patch_method(
+        PerSampleGradientMechanism, "privatize_sum", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
+
+
+def test_dpsgd_publishes_no_clean_loss(tmp_path, monkeypatch, fake_data_root):
+    """Finding 1 for DP-SGD: the clean batch cross-entropy was logged."""
+    from dpgen.methods.dpsgd import DPSGD
+    from dpgen.tasks.classification import train_classifier
+
+    def wrap(rep, orig, self, model, *a, **k):
+        out = orig(self, model, *a, **k)
+        grads = rep([p.grad.clone() for p in model.parameters()])
+        for p, g in zip(model.parameters(), grads):
+            p.grad = g
+        return out
+
+    cfg = _cfg("task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
+               f"dataset.data_root={fake_data_root}", "trainer.epochs=null",
+               "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1", "logger=csv")
+    _assert_same_artefacts(tmp_path, monkeypatch, train_classifier, cfg, 30,
+                           _patch_method(DPSGD, "private_gradient", wrap))
+
+
+def _dpswd_release_patch(monkeypatch, rep):
+    """DP-SWD: the release is the noisy projections of the real rows; the loss is computed from them."""
+    import dpgen.methods.dpswd as dpswd
+    from dpgen.losses.sliced import random_projections
+    from dpgen.methods.da_dpswd import sliced_from_projections
+
+    def released_sw(x, y, n_projections=1000, p=2, sigma=0.0, projections=None, generator=None):
+        u = projections if projections is not None else random_projections(x.shape[1], n_projections, generator,
+                                                                            x.device, x.dtype)
+        px = rep(x @ u + sigma * torch.randn((x.shape[0], u.shape[1]), generator=generator, dtype=x.dtype))
+        py = y @ u + sigma * torch.randn((y.shape[0], u.shape[1]), generator=generator, dtype=y.dtype)
+        return sliced_from_projections(px, py, p)
+
+    monkeypatch.setattr(dpswd, "sliced_wasserstein", released_sw)
+    orig = dpswd.DPSWD._release_center
+    monkeypatch.setattr(dpswd.DPSWD, "_release_center", lambda self, x: rep(orig(self, x)))
+
+
+def test_dpswd_with_dp_mean_writes_nothing_beyond_the_release(tmp_path, monkeypatch):
+    """Findings 1 (DP-SWD's loss is post-processing: kept) and 7 (the exact count of rows clipped
+    for the DP mean was published)."""
+    from dpgen.train import train_generative
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1",
+               "logger=csv", "method.k=50", "method.fake_copies=1")
+    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 30, _dpswd_release_patch)
+    assert "loss" in json.loads((tmp_path / "D" / "metrics.jsonl").read_text().splitlines()[0])
+
+
+def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkeypatch):
+    """Finding 6: the release cache stored a SHA-256 of the whole clean dataset."""
+    import dpgen.methods.entropic_ldp as ldp
+    from dpgen.train import train_generative
+
+    def patch(monkeypatch, rep):
+        orig = ldp.privatise
+        monkeypatch.setattr(ldp, "privatise", lambda *a, **k: rep(orig(*a, **k)))
+
+    cfg = _cfg("method=entropic_ldp", "dataset=gaussians", "trainer.epochs=null", "trainer.steps=2",
+               "trainer.batch_size=20", "trainer.log_every=1")
+    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 40, patch)
+    assert (tmp_path / "D" / ldp.CACHE_NAME).exists()
+
+
+# ---- the ledger ------------------------------------------------------------------------------------
+
+
+def test_resume_with_more_steps_keeps_the_noise_and_the_budget(tmp_path):
+    """Finding 2: steps=20 then steps=40 resume=true spent epsilon 9.98 then 12.07 of 10."""
+    from dpgen.train import train_generative
+
+    m1 = train_generative(_cfg("trainer.epochs=null", "trainer.steps=20"), tmp_path)
+    c1 = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["method"]["center"]
+    m2 = train_generative(_cfg("trainer.epochs=null", "trainer.steps=40", "resume=true"), tmp_path)
+    p1, p2 = m1["privacy"], m2["privacy"]
+    assert p2["sigma"] == p1["sigma"]  # the released noise level is kept
+    assert p2["epsilon_spent"] <= p2["epsilon_budget"]
+    assert p2["private_steps"] == p1["private_steps"] == 20 and m2["steps"] == 20
+    assert m2["stop_reason"].startswith("privacy budget")
+    state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    torch.testing.assert_close(state["method"]["center"], c1)  # the DP mean: released (and counted) once
+    hist = state["method"]["accountant"]["history"]
+    assert sum(h["num_steps"] for h in hist if h["sample_rate"] == 1.0) == 1
+
+
+@pytest.mark.parametrize("changed,named", [
+    ("privacy.epsilon=20", "privacy.epsilon"),
+    ("method.k=50", "method.k"),
+    ("trainer.batch_size=50", "trainer.batch_size"),
+])
+def test_resume_with_changed_privacy_settings_is_refused(tmp_path, changed, named):
+    from dpgen.train import train_generative
+
+    train_generative(_cfg("trainer.epochs=null", "trainer.steps=4"), tmp_path)
+    with pytest.raises(ValueError, match=f"changed privacy settings.*{named}"):
+        train_generative(_cfg("trainer.epochs=null", "trainer.steps=8", "resume=true", changed), tmp_path)
+
+
+@pytest.mark.parametrize("task,method", [("generation", "dpswd"), ("classification", "dpsgd")])
+def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch, fake_data_root, task, method):
+    """Finding 4: a crash at step 16 with the last checkpoint at 10 and a log line at 15 was resumed
+    with a ledger of 10: steps 11-15 were published (csv logger) but never charged."""
+    from dpgen.tasks.classification import train_classifier
+    from dpgen.train import train_generative
+
+    train = train_generative if task == "generation" else train_classifier
+    args = [f"task={task}", f"method={method}", "trainer.epochs=null", "trainer.steps=20", "trainer.log_every=5",
+            "trainer.checkpoint_every=10", "logger=csv"]
+    if method == "dpsgd":
+        args += ["method.accountants=[moments]", "trainer.batch_size=64", "dataset=mnist",
+                 f"dataset.data_root={fake_data_root}"]
+    ref = train(_cfg(*args), tmp_path / "ref")
+    calls = {"n": 0}
+    import dpgen.train.publication as publication
+
+    real = publication.stop_step
+
+    def crash_at_16(m, step, requested, max_steps):  # wrap the model's steps through the method's account()
+        acc = m.account
+
+        def account(*a, **k):
+            calls["n"] += 1
+            if calls["n"] == 16:
+                raise KeyboardInterrupt("simulated crash in step 16")
+            return acc(*a, **k)
+
+        m.account = account
+        return real(m, step, requested, max_steps)
+
+    run = tmp_path / "crashed"
+    monkeypatch.setattr(publication, "stop_step", crash_at_16)
+    monkeypatch.setattr("dpgen.train.trainer.stop_step", crash_at_16)
+    with pytest.raises(KeyboardInterrupt):
+        train(_cfg(*args), run)
+    monkeypatch.undo()
+    published = max(int(r.split(",")[0]) for r in (run / "metrics.csv").read_text().splitlines()[1:])
+    assert published == 15
+    m = train(_cfg(*args, "resume=true"), run)
+    ledger = m["privacy"].get("private_steps", m["privacy"].get("steps_accounted"))
+    ref_ledger = ref["privacy"].get("private_steps", ref["privacy"].get("steps_accounted"))
+    assert ledger == ref_ledger == 20  # every published step charged; never more than the run asked
+    assert m["steps"] == 20 - (15 - 10)  # the five charged steps after the checkpoint are not re-spent
+    rows = [int(r.split(",")[0]) for r in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert max(rows) <= ledger
+
+
+def test_empty_poisson_batch_still_releases_noise():
+    from dpgen.methods import make_method
+
+    cfg = _cfg("method=dpsinkhorn", "model.generator=mlp")
+    m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50, image_shape=(1, 8, 8))
+    m.rng = torch.Generator().manual_seed(0)
+    fake = torch.zeros(50, 1, 8, 8, requires_grad=True)
+    m.empty_batch_loss(fake).backward()
+    std = float(fake.grad.std())
+    assert std == pytest.approx(m.mechanism.noise_std, rel=0.1)
+
+
+def test_each_sampler_matches_its_accountant():
+    from dpgen.methods import make_method
+
+    for name, sampling in (("dpswd", "without_replacement"), ("dpsinkhorn", "poisson"),
+                           ("dpsinkhorn_param", "poisson"), ("dpsinkhorn_adv", "without_replacement")):
+        cfg = _cfg(f"method={name}", "model.generator=mlp")
+        m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50,
+                        image_shape=(1, 8, 8))
+        assert m.accountant.sampling == sampling, name
+        relation = m.privacy_report()["neighbouring_relation"]
+        assert ("add/remove" in relation) == (sampling == "poisson"), name
+        idx = m.sample_batch(1000, 50, torch.Generator().manual_seed(1))
+        if sampling == "poisson":
+            assert idx.numel() != 50 or name == "x"  # a random size around q N
+        else:
+            assert len(set(idx.tolist())) == idx.numel()  # no record twice
+
+
+# ---- row bounds and direction bounds ---------------------------------------------------------------
+
+
+def test_scale_row_bound_holds_for_any_data():
+    """Finding 3: row_bound=scale assumed pixels in [0, 1]; on gaussians 41.7 % of rows exceeded 1/2."""
+    from dpgen.methods.dpswd import bound_rows
+
+    rows = torch.randn(5000, 5) * 3
+    b = bound_rows(rows, "scale", max_norm=5 ** 0.5)
+    assert float(b.norm(dim=1).max()) <= 0.5 + 1e-6
+    x01 = torch.rand(100, 5)  # in the domain the constant was made for, scale is a plain division
+    torch.testing.assert_close(bound_rows(x01, "scale", max_norm=5 ** 0.5), x01 / (2 * 5 ** 0.5))
+
+
+def test_scale_rows_of_a_run_on_gaussians_with_dp_mean_are_bounded():
+    from dpgen.methods import make_method
+
+    cfg = _cfg("dataset=gaussians", "method.row_bound=scale", "method.center=dp_mean")
+    m = make_method(cfg, num_classes=0, data_dim=5, n_private=10000, steps=10, batch_size=100, image_shape=(5,))
+    m.center = torch.full((5,), -0.7)  # a noisy centre below 0 pushes [0, 1] rows out of the constant's bound
+    r = m.rows(torch.randn(4000, 5) * 2, None)
+    assert float(r.norm(dim=1).max()) <= 0.5 + 1e-6
+
+
+def test_dp_mean_report_holds_no_count_of_clipped_rows():
+    """Finding 7: ``rows_clipped_for_center`` published an exact count (4166 on gaussians)."""
+    from dpgen.methods import make_method
+
+    cfg = _cfg("dataset=gaussians")
+    m = make_method(cfg, num_classes=0, data_dim=5, n_private=2000, steps=10, batch_size=100, image_shape=(5,))
+    m.rng = torch.Generator().manual_seed(0)
+    m.prepare_data(torch.randn(2000, 5) * 3, torch.zeros(2000, dtype=torch.long))
+    assert not any("clipped" in k for k in m.privacy_report())
+
+
+def test_clt_runs_are_reported_approximate_and_rigorous_bounds_get_a_union_bound():
+    """Finding 5: the CLT bound is below the exact quantile; Bernstein/Chernoff had no union over steps."""
+    from dpgen.methods import make_method
+    from dpgen.privacy.dpswd import sensitivity_bound, squared_sensitivity_quantile
+
+    # the CLT value is below the exact (saddlepoint) quantile at the paper's k, d: not a bound
+    assert sensitivity_bound(1000, 794, 5e-6, bound="clt") < squared_sensitivity_quantile(1000, 794, 5e-6)
+    kw = dict(num_classes=10, data_dim=64, n_private=1437, steps=300, batch_size=100, image_shape=(1, 8, 8))
+    clt = make_method(_cfg("method.bound=clt", "method.center=none"), **kw).privacy_report()
+    assert clt["guarantee_holds"] is False and "approximation" in clt["guarantee_caveats"][0]
+    b = make_method(_cfg("method.bound=bernstein", "method.center=none"), **kw)
+    rep = b.privacy_report()
+    assert rep["guarantee_holds"] is True
+    touches = b.sample_rate * b.max_steps
+    assert rep["delta_bound_per_step"] == pytest.approx(rep["delta_bound"] / touches)
+    assert b.calibration["squared_sensitivity"] == pytest.approx(
+        sensitivity_bound(b.k, b.compare_dim, rep["delta_bound"] / touches, bound="bernstein"))
+    paper = make_method(_cfg("method.bound=bernstein", "method.center=none", "method.union_bound=false"), **kw)
+    assert paper.privacy_report()["guarantee_holds"] is False and paper.sigma < b.sigma
+
+
+def test_every_private_report_names_its_neighbouring_relation(tmp_path):
+    from dpgen.methods import make_method
+
+    for name in ("dpswd", "dpsinkhorn", "dpsinkhorn_param", "dpsinkhorn_adv", "entropic_ldp"):
+        cfg = _cfg(f"method={name}", "model.generator=mlp")
+        m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50,
+                        image_shape=(1, 8, 8))
+        assert m.privacy_report()["neighbouring_relation"], name
