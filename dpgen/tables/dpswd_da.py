@@ -182,6 +182,12 @@ NOTES = [
     "autodp RDP without replacement for the steps run), and the gradient flows through the source side "
     "only (task.target_grad=mechanism): the target enters each update only through the released noisy "
     "projections. The guarantee covers the target data only.",
+    "Privacy relations: DP-SWD's epsilon is for replacing one target record (fixed-size batches drawn "
+    "without replacement); DP-DANN's for adding or removing one (Poisson sampling). The table compares them "
+    "at the same epsilon, as the paper does, though the two are not the same promise (a replacement is a "
+    "removal plus an addition, so an add/remove epsilon gives a replace-one guarantee at about twice it). The target accuracy is computed on the "
+    "private target set and its labels (the transductive protocol): it is NOT a private release. The "
+    "hyper-parameters are the paper's (appendix 8.5.2, Table 4); none was tuned here on the target.",
     "SWD: the same pipeline without noise (the sliced Wasserstein distance between source and target "
     "representations, as the paper's text says the approaches differ only in the distance), not Lee et "
     "al.'s two-classifier discrepancy.",
