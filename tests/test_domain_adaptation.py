@@ -141,6 +141,25 @@ def test_resume_keeps_the_ledger(da_root, tmp_path):
     assert ck["method"]["accountant"]["history"][0]["num_steps"] == 3
 
 
+def test_resume_with_more_steps_keeps_the_noise_and_the_budget(da_root, tmp_path):
+    """Audit finding 2 in the DA loop: a resume re-calibrated the noise for the new steps."""
+    m1 = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
+    m2 = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true"), tmp_path)
+    assert m2["privacy"]["sigma"] == m1["privacy"]["sigma"]
+    assert m2["privacy"]["private_steps"] == m2["steps"] == 3 and m2["stop_reason"].startswith("privacy budget")
+    with pytest.raises(ValueError, match="changed privacy settings.*task.target_grad"):
+        train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true",
+                                        "task.target_grad=through"), tmp_path)
+
+
+@pytest.mark.parametrize("method,relation", [("dpswd", "replace one"), ("dpdann", "add/remove")])
+def test_da_privacy_report_names_relation_and_that_target_accuracy_is_not_private(da_root, tmp_path, method,
+                                                                                   relation):
+    m = train_domain_adaptation(_da_cfg("da_um", da_root, f"method={method}"), tmp_path)
+    assert relation in m["privacy"]["neighbouring_relation"]
+    assert "NOT private" in m["privacy"]["not_covered"] and "NOT private" in m["evaluation"]
+
+
 def test_budget_stops_the_run(da_root, tmp_path):
     # fixed noise far too small for 50 steps: the run stops before exceeding epsilon
     m = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=50", "method.noise_multiplier=0.6"),
