@@ -97,3 +97,19 @@ def test_dpswd_celeba_table_reports_missing_data(outputs_tmp, tmp_path):
     assert [r["method"] for r in rows] == ["SWD", "DP-SWD-c", "DP-SWD-b"]
     assert all(r["status"].startswith("skipped:") and "celeba" in r["status"] for r in rows)
     assert [r["fid_paper"] for r in rows] == [58, 97, 149]
+
+
+def test_paper_tables_ship_with_the_package(monkeypatch, tmp_path):
+    """The papers' numbers are package data: read without ../shared, equal to its copies when present."""
+    from dpgen.utils.paper import paper_table_names, paper_table_path, read_paper_table, shared_dir
+
+    names = paper_table_names()
+    assert "dpswd_table4_noise" in names and len(names) >= 11
+    shared = shared_dir() / "paper-tables"
+    monkeypatch.setenv("DPGEN_SHARED", str(tmp_path / "no_shared"))
+    assert read_paper_table("dpswd_table4_noise")  # no ../shared needed
+    with pytest.raises(FileNotFoundError, match="dpswd_table4_noise"):
+        read_paper_table("no_such_table")
+    if shared.is_dir():
+        for f in shared.glob("*.csv"):
+            assert paper_table_path(f.name).read_text() == f.read_text(), f.name
