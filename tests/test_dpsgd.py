@@ -291,3 +291,16 @@ def test_table_smoke_writes_csv_and_figure(outputs_tmp, fake_data_root):
     for k in ("DP", "BDP", "WDP"):  # attack probability of our own epsilon
         assert float(got[0][f"attack_{k}"]) == pytest.approx(attack_probability(float(got[0][f"eps_{k}"])), abs=1e-4)
     assert (outputs_tmp / "figures" / "wdp_table2_epsilons.png").stat().st_size > 1000
+
+
+def test_small_poisson_batches_are_charged_worst_case_not_fatal():
+    """A Poisson batch with fewer examples than the pairwise accountants need (3 for bdp) used to
+    crash the run at random ("distances has a single pair"); it is charged with worst-case pairs."""
+    m = DPSGD(clip=0.5, noise_multiplier=1.3, sample_rate=0.1, expected_batch_size=4.0,
+              accountants=["moments", "bdp", "wdp"], pair_examples=4, batch_size=4)
+    g = torch.Generator().manual_seed(0)
+    for batch in (0, 1, 2):
+        assert m.pair_indices(batch, g) is None
+        m.account(None)  # worst case: every pair at distance 2 C
+    assert len(m.pair_indices(3, g)) == 3 and len(m.pair_indices(10, g)) == 4
+    assert m.steps == 3 and all(e > 0 for e in m.epsilons().values())

@@ -169,6 +169,7 @@ class DPSGD:
                     "Bayesian and Wasserstein accountants measure pairs of per-example gradients from each "
                     "batch, and a batch of 1 has no pair; use trainer.batch_size >= 2 (e.g. 64), or drop "
                     "bdp/wdp from method.accountants.")
+            self.min_pair_examples = need
             if self.pair_examples < need:
                 raise PrivacyParameterError(
                     f"method.pair_examples={pair_examples} is invalid with method.accountants={pairwise}: "
@@ -251,6 +252,18 @@ class DPSGD:
         dist = pair_distances(pair_rows) if pair_rows is not None else None
         self.timing["pairs"] += time.perf_counter() - t0
         return (loss_sum / n if n else float("nan")), dist
+
+    def pair_indices(self, batch: int, generator: torch.Generator) -> Optional[torch.Tensor]:
+        """Which examples of a batch of ``batch`` give the gradient pairs of the pairwise accountants.
+
+        None when no pairwise accountant runs or the (Poisson, hence random) batch has fewer examples
+        than the accountants need (3 for bdp, 2 for wdp): :meth:`account` then charges the step with
+        the worst-case pairs (every distance 2 C), so a small batch never stops a run.
+        """
+        k = min(self.pair_examples, batch)
+        if not self.pairwise or k < getattr(self, "min_pair_examples", 2):
+            return None
+        return torch.randperm(batch, generator=generator)[:k]
 
     def account(self, distances: Optional[np.ndarray] = None) -> None:
         """Record one step in every accountant (worst case ``d = 2 C`` when the batch had no pair)."""

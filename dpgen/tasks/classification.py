@@ -148,8 +148,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
         t0 = time.perf_counter()
         if method.private:
             idx = torch.nonzero(torch.rand(n, generator=sampler_gen) < method.sample_rate).flatten()
-            k = min(method.pair_examples, idx.numel())
-            pair_idx = torch.randperm(idx.numel(), generator=sampler_gen)[:k] if method.pairwise and k >= 2 else None
+            pair_idx = method.pair_indices(idx.numel(), sampler_gen)
             idx = idx.to(device)
             opt.zero_grad(set_to_none=True)
             t_pairs = method.timing["pairs"]
