@@ -20,7 +20,7 @@ def outputs_tmp(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def fake_data_root(tmp_path_factory):
-    """A data_root holding tiny files in each real on-disk layout (MNIST, FashionMNIST, CelebA)."""
+    """A data_root holding tiny files in each real on-disk layout (MNIST, FashionMNIST, USPS, CelebA)."""
     import numpy as np
     from PIL import Image
 
@@ -34,6 +34,14 @@ def fake_data_root(tmp_path_factory):
         for prefix, n in (("train", 1000), ("t10k", 100)):
             write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
             write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8))
+    import h5py
+
+    (root / "usps").mkdir()
+    with h5py.File(root / "usps" / "usps.h5", "w") as f:  # the real file's layout: 16x16 rows in [0, 1]
+        for split, n in (("train", 200), ("test", 50)):
+            grp = f.create_group(split)
+            grp["data"] = rng.random((n, 256), dtype=np.float32)
+            grp["target"] = np.arange(n) % 10
     base = root / "celeba"
     (base / "img_align_celeba").mkdir(parents=True)
     names = [f"{i + 1:06d}.jpg" for i in range(8)]
@@ -45,3 +53,25 @@ def fake_data_root(tmp_path_factory):
     with open(base / "list_eval_partition.txt", "w") as f:
         f.writelines(f"{nm} {0 if i < 6 else 2}\n" for i, nm in enumerate(names))
     return root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _share_the_gpu():
+    """On a CUDA machine several pytest workers (and other users) share one GPU: cap what this
+    process may allocate (DPGEN_TEST_GPU_FRACTION, default 0.2 of the card), so a test that needs
+    more fails in place with an out-of-memory error naming it instead of starving its neighbours."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(float(os.environ.get("DPGEN_TEST_GPU_FRACTION", "0.2")))
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _release_cached_gpu_memory():
+    """Give cached CUDA blocks back after each test (the caching allocator keeps them otherwise)."""
+    yield
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

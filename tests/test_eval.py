@@ -48,21 +48,54 @@ def test_frechet_known_answers():
     assert frechet_distance(1.0, 4.0, -1.0, 9.0) == pytest.approx(4.0 + 1.0)
 
 
+def _reference_frechet(mu1, s1, mu2, s2):
+    """pytorch-fid's Frechet distance where it runs; where it does not (it calls
+    ``scipy.linalg.sqrtm(..., disp=False)``, a keyword newer scipy removed), the same formula with
+    scipy's sqrtm called without it: tr sqrtm(S1 S2), a route independent of dpgen's eigenvalues."""
+    import scipy.linalg
+
+    try:
+        from pytorch_fid.fid_score import calculate_frechet_distance
+
+        return calculate_frechet_distance(mu1, s1, mu2, s2)
+    except TypeError as e:
+        if "disp" not in str(e):
+            raise
+    diff = mu1 - mu2
+    covmean = scipy.linalg.sqrtm(s1 @ s2)
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2.0 * np.trace(covmean).real)
+
+
 def test_frechet_matches_pytorch_fid_and_is_symmetric():
-    from pytorch_fid.fid_score import calculate_frechet_distance
     rng = np.random.default_rng(1)
     d = 8
     mu1, mu2 = rng.normal(size=d), rng.normal(size=d)
     s1, s2 = _rand_cov(rng, d), _rand_cov(rng, d)
     ours = frechet_distance(mu1, s1, mu2, s2)
-    assert ours == pytest.approx(calculate_frechet_distance(mu1, s1, mu2, s2), rel=1e-6)
+    assert ours == pytest.approx(_reference_frechet(mu1, s1, mu2, s2), rel=1e-6)
     assert ours == pytest.approx(frechet_distance(mu2, s2, mu1, s1), rel=1e-8)
     # rank-deficient covariances (fewer samples than dimensions)
     a1, a2 = rng.normal(size=(3, d)), rng.normal(size=(4, d))
     r1, r2 = activation_statistics(a1), activation_statistics(a2)
-    assert frechet_distance(*r1, *r2) == pytest.approx(calculate_frechet_distance(*r1, *r2),
-                                                       rel=1e-4)
+    assert frechet_distance(*r1, *r2) == pytest.approx(_reference_frechet(*r1, *r2), rel=1e-4)
     assert frechet_distance(*r1, *r1) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_reference_frechet_survives_a_scipy_without_disp(monkeypatch):
+    """The CUDA machine's newer scipy broke pytorch-fid's sqrtm call; dpgen's FID never used it."""
+    import scipy.linalg
+
+    real = scipy.linalg.sqrtm
+
+    def sqrtm_without_disp(a, **kw):
+        if "disp" in kw:
+            raise TypeError("sqrtm() got an unexpected keyword argument 'disp'")
+        return real(a, **kw)
+
+    monkeypatch.setattr(scipy.linalg, "sqrtm", sqrtm_without_disp)
+    rng = np.random.default_rng(3)
+    mu1, mu2, s1, s2 = rng.normal(size=5), rng.normal(size=5), _rand_cov(rng, 5), _rand_cov(rng, 5)
+    assert frechet_distance(mu1, s1, mu2, s2) == pytest.approx(_reference_frechet(mu1, s1, mu2, s2), rel=1e-6)
 
 
 @pytest.mark.parametrize("n1,n2,d", [(7, 12, 40), (60, 50, 5)])
