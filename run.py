@@ -10,6 +10,7 @@
 Bad config (unknown key or choice, invalid value) stops with a message naming it.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -29,11 +30,19 @@ def main(cfg: DictConfig):
 
     from dpgen.tasks import TASKS
 
+    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
+
     try:
         conf = validate(cfg)
+        if os.environ.get("SUBMITIT_EXECUTOR") and conf.resume is False:
+            # a submitit job that hits its time limit (or is preempted) is requeued and runs again in
+            # its own folder: it continues from its checkpoint with the same ledger
+            conf.resume = "auto"
         task = TASKS[conf.task.name]
-        return task(conf, output_dir=Path(HydraConfig.get().runtime.output_dir))
-    except (ConfigError, PrivacyParameterError, FileNotFoundError, TrainingError, ValueError) as e:
+        # one live run per folder: a fresh run whose folder is taken moves to <folder>-1, ...
+        out = claim_run_dir(Path(HydraConfig.get().runtime.output_dir), conf.resume)
+        return task(conf, output_dir=out)
+    except (ConfigError, PrivacyParameterError, FileNotFoundError, TrainingError, ValueError, RunDirBusy) as e:
         # bad input or a stopped run: the message names the value / file / step and the fix
         print(f"dpgen: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -582,10 +582,16 @@ class Config:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     seed: int = 0
-    #: continue from the run folder's last checkpoint (give the folder with hydra.run.dir=...)
-    resume: bool = False
+    #: continue from the run folder's last checkpoint (give the folder with hydra.run.dir=...):
+    #: false | true | auto (continue when the folder holds a checkpoint, else start; what a job
+    #: requeued after a time limit or preemption needs: the SLURM presets set it)
+    resume: Any = False
     #: name of the experiment preset (set by experiment=...)
     experiment_name: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.resume not in (True, False, "auto"):
+            raise ConfigError(f"resume={self.resume!r} is invalid: choose false, true or auto")
 
 
 def register_configs() -> None:

@@ -121,7 +121,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_ledger(tmp_path):
     assert ref.wait(timeout=600) == 0, ref.stdout.read()
     ref_m = json.loads((tmp_path / "ref" / "metrics.json").read_text())
 
+    # the same command twice, as a job requeued after its time limit runs it (resume=auto: continue the
+    # folder's checkpoint when there is one; the killed process's lock is stale and is taken over)
     run_dir = tmp_path / "killed"
+    args = [*args, "resume=auto"]
     p = _run(run_dir, *args)
     ckpt = run_dir / "checkpoints" / "last.pt"
     deadline = time.time() + 300
@@ -142,7 +145,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_ledger(tmp_path):
     on_disk = json.loads((run_dir / "checkpoints" / "ledger.json").read_text())["steps"] - 1  # minus the DP mean
     assert on_disk >= published >= state["step"]
 
-    r = _run(run_dir, *args, "resume=true")
+    r = _run(run_dir, *args)
     log = r.communicate(timeout=600)[0]
     assert r.returncode == 0, log
     assert "resumed from" in log
@@ -155,6 +158,40 @@ def test_sigkill_then_resume_gives_the_uninterrupted_ledger(tmp_path):
     assert m["steps"] == 800 - (on_disk - state["step"])
     steps = [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == m["steps"]  # no duplicated or discarded-step lines
+
+
+def test_two_runs_started_together_write_two_folders(tmp_path):
+    """Two runs with the same folder (the default outputs/<date>/<H-M-S> of runs started in the same
+    second): one claims it, the other moves to <folder>-1; both complete, neither loses results."""
+    args = ["trainer.epochs=null", "trainer.steps=100", "method.k=100", "method.fake_copies=1"]
+    runs = [_run(tmp_path / "same", *args) for _ in range(2)]
+    logs = [r.communicate(timeout=600)[0] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], logs
+    assert any("in use by another live run" in log for log in logs)
+    done = sorted(p.parent.name for p in tmp_path.glob("*/metrics.json"))
+    assert done == ["same", "same-1"]
+    for name in done:
+        m = json.loads((tmp_path / name / "metrics.json").read_text())
+        steps = [json.loads(l)["step"] for l in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        assert m["steps"] == 100 and steps == sorted(set(steps))  # one run's lines only
+        assert not (tmp_path / name / ".lock").exists()  # given back at exit
+
+
+def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
+    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
+
+    p = subprocess.Popen([sys.executable, "-c", "import sys, time; from dpgen.utils.run_dir import claim_run_dir; "
+                          f"claim_run_dir({str(tmp_path)!r}, False); print('held', flush=True); time.sleep(60)"],
+                         cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirBusy, match="held by another live run"):
+            claim_run_dir(tmp_path, "auto")
+        assert claim_run_dir(tmp_path, False) == tmp_path.with_name(tmp_path.name + "-1")
+    finally:
+        p.kill()
+        p.wait()
+    assert claim_run_dir(tmp_path, True) == tmp_path  # the holder died: its lock is stale
 
 
 @pytest.mark.parametrize("args,named", [

@@ -116,10 +116,10 @@ def make_optimizer(t, params) -> torch.optim.Optimizer:
 
 
 def load_checkpoint(cfg, ckpt):
-    """The checkpoint's state when ``resume=true`` and one exists, else None (a fresh start)."""
+    """The checkpoint's state when ``resume=true|auto`` and one exists, else None (a fresh start)."""
     if cfg.resume and ckpt.exists():
         return ckpt.load()
-    if cfg.resume:
+    if cfg.resume is True:  # resume=auto starts quietly when there is nothing to continue
         print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
     return None
 

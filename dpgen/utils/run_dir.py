@@ -1,0 +1,94 @@
+"""One live run per folder: a lock taken atomically when a run starts.
+
+Users start runs in parallel (table drivers, shell loops, job arrays), and the default folder
+``outputs/<date>/<H-M-S>`` is the same for two runs started in the same second. A run therefore
+claims its folder with ``<run>/.lock`` (created with ``O_CREAT | O_EXCL``: only one process can) and
+gives it back when it ends.
+
+* A fresh run (``resume=false``) whose folder is held by another live run moves to the first free
+  sibling ``<run>-1``, ``<run>-2``, ... and says so: both runs complete, in two folders.
+* A resumed run (``resume=true|auto``) continues that folder's checkpoint, so it must have that
+  folder: if another live run holds it, it stops with an error naming the holder.
+* A lock left by a run that died (its process is gone, e.g. after SIGKILL or a SLURM time limit) is
+  stale and is taken over.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+from pathlib import Path
+
+LOCK_NAME = ".lock"
+
+
+class RunDirBusy(RuntimeError):
+    """The run folder is held by another live run."""
+
+
+def _alive(holder: dict) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # another machine's process: cannot check, assume it lives
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, ValueError):
+        return True
+    return True
+
+
+def _try_lock(folder: Path) -> bool:
+    """Take ``folder``'s lock; False when a live run holds it (a stale lock is taken over)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / LOCK_NAME
+    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(lock.read_text() or "{}")
+            except (OSError, json.JSONDecodeError):
+                holder = {}
+            if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+                return True  # this process holds it already
+            if not holder or _alive(holder):
+                return False
+            lock.unlink(missing_ok=True)  # stale: its run is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(me)
+        atexit.register(lambda: _release(lock, me))
+        return True
+    return False
+
+
+def _release(lock: Path, me: str) -> None:
+    try:
+        if lock.read_text() == me:
+            lock.unlink()
+    except OSError:
+        pass
+
+
+def claim_run_dir(folder, resume) -> Path:
+    """The folder this run writes to, locked for it (see the module doc)."""
+    folder = Path(folder)
+    if _try_lock(folder):
+        return folder
+    if resume:
+        holder = (folder / LOCK_NAME).read_text()
+        raise RunDirBusy(f"run folder {folder} is held by another live run ({holder}): resume={resume} would "
+                         "continue its ledger from two processes. Wait for it to end, or choose another folder.")
+    for i in range(1, 1000):
+        other = folder.with_name(f"{folder.name}-{i}")
+        if _try_lock(other):
+            print(f"[dpgen] {folder} is in use by another live run: this run writes to {other}")
+            return other
+    raise RunDirBusy(f"no free run folder beside {folder}")
+
+
+__all__ = ["LOCK_NAME", "RunDirBusy", "claim_run_dir"]
