@@ -1,0 +1,53 @@
+"""The Hydra application: ``dpgen <overrides>`` (console script) and ``python run.py <overrides>``.
+
+    dpgen                                            # the embedded default (see conf/config.yaml)
+    dpgen task=accounting method=dpswd dataset=mnist privacy.epsilon=10 privacy.delta=1e-5
+    dpgen experiment=dpswd_table4_mnist_b            # a paper preset (conf/experiment/)
+    dpgen -m method=dpswd,dpsinkhorn                 # a sweep (Hydra multirun)
+    dpgen --help                                     # config groups and options
+
+The config tree is ``dpgen/conf`` (in a checkout a link to the repository's top-level ``conf/``;
+in an installed package a copy), so an installed dpgen runs from any folder. Bad config (unknown
+key or choice, invalid value), a missing file or a stopped run ends with ``dpgen: error: ...``
+naming it, exit code 2.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from dpgen.config import ConfigError, register_configs, validate
+from dpgen.privacy.validation import PrivacyParameterError
+from dpgen.train.trainer import TrainingError
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig):
+    from hydra.core.hydra_config import HydraConfig
+
+    from dpgen.tasks import TASKS
+    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
+
+    try:
+        conf = validate(cfg)
+        if os.environ.get("SUBMITIT_EXECUTOR") and conf.resume is False:
+            # a submitit job that hits its time limit (or is preempted) is requeued and runs again in
+            # its own folder: it continues from its checkpoint with the same ledger
+            conf.resume = "auto"
+        task = TASKS[conf.task.name]
+        # one live run per folder: a fresh run whose folder is taken moves to <folder>-1, ...
+        out = claim_run_dir(Path(HydraConfig.get().runtime.output_dir), conf.resume)
+        return task(conf, output_dir=out)
+    except (ConfigError, PrivacyParameterError, FileNotFoundError, TrainingError, ValueError, RunDirBusy) as e:
+        # bad input or a stopped run: the message names the value / file / step and the fix
+        print(f"dpgen: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

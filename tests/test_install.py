@@ -1,0 +1,34 @@
+"""``pip install .`` (not editable) into a fresh virtual environment, then the console script from
+another folder: the config tree and the paper tables travel inside the package (slow: builds a wheel)."""
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_pip_install_then_dpgen_runs_from_another_folder(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    # dpgen itself from the checkout; its dependencies (torch, ...) from this interpreter's site-packages
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)], check=True, timeout=600)
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "dpgen_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    r = subprocess.run([str(venv / "bin" / "dpgen"), "task=accounting", "method=dpswd", "dataset=mnist",
+                        f"hydra.run.dir={work / 'run'}"], cwd=work, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (work / "run" / "accounting.json").exists() and "epsilon reached" in r.stdout
+    r = subprocess.run([str(py), "-c", "import dpgen, dpgen.utils.paper as p; print(dpgen.__file__); "
+                        "print(len(p.read_paper_table('dpswd_table4_noise')))"], cwd=work, capture_output=True,
+                       text=True, check=True)
+    installed, rows = r.stdout.split()
+    assert str(venv) in installed and int(rows) > 0  # the installed copy, not the checkout
