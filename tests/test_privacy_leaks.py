@@ -250,8 +250,10 @@ def test_resume_with_changed_privacy_settings_is_refused(tmp_path, changed, name
         train_generative(_cfg("trainer.epochs=null", "trainer.steps=8", "resume=true", changed), tmp_path)
 
 
-@pytest.mark.parametrize("task,method", [("generation", "dpswd"), ("classification", "dpsgd")])
-def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch, fake_data_root, task, method):
+@pytest.mark.parametrize("task,method,logger", [("generation", "dpswd", "csv"), ("generation", "dpswd", "tensorboard"),
+                                                ("classification", "dpsgd", "csv")])
+def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch, fake_data_root, task, method,
+                                                           logger):
     """Finding 4: a crash at step 16 with the last checkpoint at 10 and a log line at 15 was resumed
     with a ledger of 10: steps 11-15 were published (csv logger) but never charged."""
     from dpgen.tasks.classification import train_classifier
@@ -259,7 +261,9 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
 
     train = train_generative if task == "generation" else train_classifier
     args = [f"task={task}", f"method={method}", "trainer.epochs=null", "trainer.steps=20", "trainer.log_every=5",
-            "trainer.checkpoint_every=10", "logger=csv"]
+            "trainer.checkpoint_every=10", f"logger={logger}"]
+    if logger == "tensorboard":
+        pytest.importorskip("tensorboard")
     if method == "dpsgd":
         args += ["method.accountants=[moments]", "trainer.batch_size=64", "dataset=mnist",
                  f"dataset.data_root={fake_data_root}"]
@@ -281,15 +285,22 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         train(_cfg(*args), run)
     monkeypatch.undo()
-    published = max(int(r.split(",")[0]) for r in (run / "metrics.csv").read_text().splitlines()[1:])
-    assert published == 15
+    published = max(json.loads(r)["step"] for r in (run / "metrics.jsonl").read_text().splitlines())
+    assert published == 15  # what every logger was handed before the crash
+    if logger == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(str(run / "tensorboard"))
+        acc.Reload()
+        assert max(e.step for tag in acc.Tags()["scalars"] for e in acc.Scalars(tag)) == 15
     m = train(_cfg(*args, "resume=true"), run)
     ledger = m["privacy"].get("private_steps", m["privacy"].get("steps_accounted"))
     ref_ledger = ref["privacy"].get("private_steps", ref["privacy"].get("steps_accounted"))
     assert ledger == ref_ledger == 20  # every published step charged; never more than the run asked
     assert m["steps"] == 20 - (15 - 10)  # the five charged steps after the checkpoint are not re-spent
-    rows = [int(r.split(",")[0]) for r in (run / "metrics.csv").read_text().splitlines()[1:]]
-    assert max(rows) <= ledger
+    if logger == "csv":
+        rows = [int(r.split(",")[0]) for r in (run / "metrics.csv").read_text().splitlines()[1:]]
+        assert max(rows) <= ledger
 
 
 def test_empty_poisson_batch_still_releases_noise():
