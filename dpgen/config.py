@@ -10,6 +10,7 @@ instantiates the dataclasses, whose ``__post_init__`` checks each value and name
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -635,3 +636,25 @@ def validate(cfg: DictConfig) -> Any:
         raise ConfigError(str(e)) from None
     except Exception as e:  # omegaconf's own validation errors (wrong type, missing value)
         raise ConfigError(f"invalid config: {e}") from None
+
+
+#: the Hydra config tree (``dpgen/conf``: a link to the checkout's ``conf/``, a copy in an installed package)
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+
+
+def compose_config(overrides=(), config_name: str = "config") -> Any:
+    """The validated config ``python run.py <overrides>`` would run, for code that calls dpgen
+    without the command line (table drivers, the privacy audit, notebooks)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return validate(compose(config_name=config_name, overrides=list(overrides)))
+
+
+def compose_preset(preset: str, overrides=()) -> Any:
+    """The validated config of ``experiment=<preset>`` plus ``overrides`` (what a table driver runs)."""
+    return compose_config([f"experiment={preset}", *overrides])

@@ -10,14 +10,14 @@ import time
 
 from dpgen.privacy.accountants import epsilon_for
 from dpgen.privacy.dpswd import calibrate_dpswd_sigma
-from dpgen.tables.dpswd_noise import PAPER_DELTA_OVERRIDES, TABLE, _parse
+from dpgen.tables.dpswd_noise import PAPER_DELTA_OVERRIDES, TABLE, parse_paper_row
 from dpgen.utils.paper import read_paper_table
 
 TARGET_S = 10.0
 
 
 def bench_table4():
-    rows = [_parse(r) for r in read_paper_table(TABLE)]
+    rows = [parse_paper_row(r) for r in read_paper_table(TABLE)]
     print("DP-SWD Table 4 calibration (epsilon = 10, autodp RDP, sampling without replacement)")
     print(f"{'row':12s} {'convention':13s} {'sigma':>8s} {'paper':>7s} {'seconds':>8s}")
     totals = {}

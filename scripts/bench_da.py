@@ -69,13 +69,14 @@ def bench_release(repeats: int):
 
 def bench_steps(steps: int):
     from dpgen.models.da_nets import make_da_nets
-    from dpgen.tables.dpswd_da import VARIANTS, _compose
+    from dpgen.config import compose_preset
+    from dpgen.tables.dpswd_da import VARIANTS
     from dpgen.tasks.domain_adaptation import DA_METHODS
 
     print(f"Domain-adaptation training steps (U-M preset networks, B = {B}, random 28 x 28 images):")
     for name in ("dann", "swd", "dpswd", "dpdann"):
         base, extra = VARIANTS.get(name, (name, []))  # the Table 1 settings (DP-SWD: Bernstein bound)
-        cfg = _compose("da_um", [f"method={base}", *extra, "trainer.epochs=null", "trainer.steps=7900"])
+        cfg = compose_preset("da_um", [f"method={base}", *extra, "trainer.epochs=null", "trainer.steps=7900"])
         torch.manual_seed(0)
         g, h, disc, d = make_da_nets("auto", (1, 28, 28), 10)
         method = DA_METHODS[name](cfg, d, 10, 10000, 7900, B, disc=disc)

@@ -169,9 +169,9 @@ def test_subsampled_calibration_round_trip():
 
 
 def test_table4_paper_convention_within_2_percent():
-    from dpgen.tables.dpswd_noise import _finish, compute_rows
+    from dpgen.tables.dpswd_noise import finish_row, compute_rows
 
-    rows = [_finish(r) for r in compute_rows()]
+    rows = [finish_row(r) for r in compute_rows()]
     assert len(rows) == 8
     for r in rows:
         assert r["sigma_paper_convention"] == pytest.approx(r["sigma_paper"], rel=0.02), r["data"]

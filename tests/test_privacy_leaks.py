@@ -175,8 +175,7 @@ def test_dpsgd_publishes_no_clean_loss(tmp_path, monkeypatch, fake_data_root):
 def _dpswd_release_patch(monkeypatch, rep):
     """DP-SWD: the release is the noisy projections of the real rows; the loss is computed from them."""
     import dpgen.methods.dpswd as dpswd
-    from dpgen.losses.sliced import random_projections
-    from dpgen.methods.da_dpswd import sliced_from_projections
+    from dpgen.losses.sliced import random_projections, sliced_from_projections
 
     def released_sw(x, y, n_projections=1000, p=2, sigma=0.0, projections=None, generator=None):
         u = projections if projections is not None else random_projections(x.shape[1], n_projections, generator,

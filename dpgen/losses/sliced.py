@@ -78,6 +78,16 @@ def sliced_wasserstein(
             px = px + sigma * torch.randn(px.shape, generator=generator, device=px.device, dtype=px.dtype)
         if noise_y:
             py = py + sigma * torch.randn(py.shape, generator=generator, device=py.device, dtype=py.dtype)
+    return sliced_from_projections(px, py, p)
+
+
+def sliced_from_projections(px: torch.Tensor, py: torch.Tensor, p: int = 2) -> torch.Tensor:
+    """SWD_p^p from samples already projected (and possibly noised) on the same k directions,
+    ``px`` (n, k) and ``py`` (m, k): the 1-D Wasserstein distances by sorting, averaged over the
+    directions (unequal sizes compare quantile functions at max(n, m) levels). This is how a
+    released projection (the Gaussian mechanism's output) enters a loss as post-processing."""
+    if p not in (1, 2):
+        raise ValueError(f"p={p!r} is invalid: the order of the sliced Wasserstein distance is 1 or 2")
     n = max(px.shape[0], py.shape[0])
     diff = _quantiles(px, n) - _quantiles(py, n)
     cost = diff.abs() if p == 1 else diff * diff

@@ -31,7 +31,7 @@ from typing import Any, Dict
 
 import torch
 
-from dpgen.losses.sliced import _quantiles, random_projections
+from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.methods.base import WORGaussianLedger
 from dpgen.methods.dpswd import bound_rows
@@ -52,13 +52,6 @@ def bound_representation(z: torch.Tensor, how: str) -> torch.Tensor:
     raise ValueError(f"method.row_bound={how!r} is invalid for domain adaptation: choose one of "
                      f"{', '.join(ROW_BOUNDS)} (representations have no data-independent norm bound, so "
                      "'scale' is not available)")
-
-
-def sliced_from_projections(ps: torch.Tensor, pt: torch.Tensor, p: int = 2) -> torch.Tensor:
-    """SWD_p^p from already projected (and possibly noised) samples (n, k) and (m, k)."""
-    n = max(ps.shape[0], pt.shape[0])
-    diff = _quantiles(ps, n) - _quantiles(pt, n)
-    return (diff.abs() if p == 1 else diff * diff).mean()
 
 
 class DASWD(DAMethod):
@@ -125,7 +118,7 @@ class DADPSWD(WORGaussianLedger, DASWD):
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)
-        from dpgen.privacy.dpswd import _resolve, calibrate_dpswd_sigma, sensitivity_bound
+        from dpgen.privacy.dpswd import split_delta, calibrate_dpswd_sigma, sensitivity_bound
 
         m, p = cfg.method, cfg.privacy
         if batch_size > n_target:
@@ -138,7 +131,7 @@ class DADPSWD(WORGaussianLedger, DASWD):
                                         batch_size=batch_size, steps=steps, bound=m.bound,
                                         convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
         else:
-            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
+            db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
             w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
             cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
                    "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}

@@ -296,6 +296,9 @@ class DPSGD:
         return self.accountants["moments"].steps if self.private else 0
 
     # -- ledger (what dpgen.train.publication persists before anything is published) ---------------
+    #: every step is a mechanism run the ledger charges
+    accounts_steps = True
+
     #: the loss DP-SGD computes is the clean batch cross-entropy: a private run never publishes it
     @property
     def publishes_loss(self) -> bool:

@@ -275,9 +275,9 @@ class DPSWD(WORGaussianLedger, SWD):
                                         batch_size=batch_size, steps=steps, bound=m.bound,
                                         convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
         else:  # the noise is fixed: the budget decides how many steps the run may take
-            from dpgen.privacy.dpswd import _resolve, sensitivity_bound
+            from dpgen.privacy.dpswd import split_delta, sensitivity_bound
 
-            db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
+            db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
             w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
             cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
                    "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
@@ -301,17 +301,17 @@ class DPSWD(WORGaussianLedger, SWD):
 
     # ---- the DP mean (center=dp_mean) ------------------------------------------------------
     def _eps(self, z: float, steps: int) -> float:
-        from dpgen.privacy.accountants import _autodp_epsilon
+        from dpgen.privacy.accountants import autodp_epsilon
 
         groups = [(float(z), float(self.sample_rate), int(steps))] if steps > 0 else []
         if self.prefix is not None:
             groups.append((float(self.prefix), 1.0, 1))
-        return _autodp_epsilon(tuple(sorted(groups)), self.delta_rdp, "without_replacement")
+        return autodp_epsilon(tuple(sorted(groups)), self.delta_rdp, "without_replacement")
 
     def _calibrate_with_prefix(self, p, m, d, steps):
-        from dpgen.privacy.dpswd import _resolve, calibrate_dpswd_sigma, sensitivity_bound
+        from dpgen.privacy.dpswd import split_delta, calibrate_dpswd_sigma, sensitivity_bound
 
-        db, dr = _resolve(p.delta, m.convention, m.delta_split, None, None, m.bound)
+        db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
         self.delta_rdp = dr
         if self._eps(1e6, 0) >= p.epsilon:
             raise ValueError(f"method.center_noise_multiplier={self.prefix} alone spends epsilon >= "

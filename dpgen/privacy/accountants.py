@@ -80,7 +80,7 @@ class _SubsampledGaussianAccountant(Accountant):
 
 
 @lru_cache(maxsize=4096)
-def _autodp_epsilon(groups: Tuple[Tuple[float, float, int], ...], delta: float, sampling: str) -> float:
+def autodp_epsilon(groups: Tuple[Tuple[float, float, int], ...], delta: float, sampling: str) -> float:
     from autodp import rdp_acct, rdp_bank
 
     acct = rdp_acct.anaRDPacct()
@@ -115,7 +115,7 @@ class RDPAccountant(_SubsampledGaussianAccountant):
         groups = tuple(sorted((z, q, n) for (z, q), n in self._groups().items()))
         if not groups:
             return 0.0
-        return _autodp_epsilon(groups, delta, self.sampling)
+        return autodp_epsilon(groups, delta, self.sampling)
 
     def state_dict(self):
         s = super().state_dict()

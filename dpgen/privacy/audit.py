@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from scipy import optimize, stats
 
+from dpgen.config import compose_config
 from dpgen.privacy.local import analytic_gaussian_sigma
 
 #: design noise multiplier of every audited Gaussian step: one step is then (1.99, 1e-5)-DP, modest
@@ -180,19 +181,6 @@ class Samples:
     notes: List[str] = field(default_factory=list)
 
 
-def _compose(overrides: Sequence[str]):
-    """The project's validated config for these overrides (the defaults a run would use)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from dpgen.config import register_configs, validate
-    from dpgen.utils.io import REPO_ROOT
-
-    register_configs()
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=list(overrides)))
 
 
 def _trials(n: int, desc: str, progress: bool):
@@ -253,7 +241,7 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
     covered_rows = row_bound in ("clip", "scale")
     if not covered_rows:
         over.append("method.center=none")
-    cfg = _compose(over)
+    cfg = compose_config(over)
     m = DPSWD(cfg, num_classes=DPSWD_CLASSES, data_dim=d, n_private=1000, steps=1, batch_size=1,
               image_shape=DPSWD_SHAPE)
     m.rng = _gen(seed)
@@ -303,7 +291,7 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
     z = NOISE_MULTIPLIER
     d = int(np.prod(DPSWD_SHAPE))
     n = 4
-    cfg = _compose(["method=dpswd", "method.center=dp_mean", f"method.center_noise_multiplier={z * noise_scale}",
+    cfg = compose_config(["method=dpswd", "method.center=dp_mean", f"method.center_noise_multiplier={z * noise_scale}",
                     f"method.noise_multiplier={z}", "method.k=32"])
     m = DPSWD(cfg, num_classes=DPSWD_CLASSES, data_dim=d, n_private=n, steps=1, batch_size=1,
               image_shape=DPSWD_SHAPE)
@@ -337,7 +325,7 @@ SINKHORN_SHAPE = (1, 4, 4)
 def _dpsinkhorn(noise_scale: float, seed: int):
     from dpgen.methods.dpsinkhorn import DPSinkhorn
 
-    cfg = _compose(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
+    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
                    batch_size=2)
     m.rng = _gen(seed)
@@ -425,7 +413,7 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
     """
     from dpgen.methods.dpsinkhorn import DPSinkhornParamGrad
 
-    cfg = _compose(["method=dpsinkhorn_param", "method.clip_mode=per_sample",
+    cfg = compose_config(["method=dpsinkhorn_param", "method.clip_mode=per_sample",
                     f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     d = int(np.prod(SINKHORN_SHAPE))
     m = DPSinkhornParamGrad(cfg, num_classes=2, data_dim=d, n_private=1000, steps=1, batch_size=2)
@@ -508,7 +496,7 @@ def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
     from dpgen.methods.dpdann import DPDANN, per_sample_grads
 
     b = 2
-    cfg = _compose(["task=domain_adaptation", "method=dpdann", "dataset=da_usps_mnist",
+    cfg = compose_config(["task=domain_adaptation", "method=dpdann", "dataset=da_usps_mnist",
                     f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     g = _set_weights(torch.nn.Linear(16, 8), seed=5, scale=0.3)
     disc = _set_weights(torch.nn.Linear(8, 1), seed=6, scale=0.3)
@@ -558,7 +546,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
 
     d = 8
     b = 512 if row_bound == "batch_max" else 1
-    cfg = _compose(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist", "method.bound=frame",
+    cfg = compose_config(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist", "method.bound=frame",
                     f"method.k={d}", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
                     f"method.row_bound={row_bound}", f"task.target_grad={target_grad}"])
     m = DADPSWD(cfg, d, 2, 10_000, 1, b)

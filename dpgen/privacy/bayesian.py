@@ -55,7 +55,7 @@ from dpgen.privacy.validation import (
     check_positive_int,
     check_sample_rate,
 )
-from dpgen.privacy.wdp import _check_distances, pairwise_distances
+from dpgen.privacy.wdp import check_distances, pairwise_distances
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -100,7 +100,7 @@ def sgm_log_cost(order: int, distances, noise_std: float, sample_rate: float) ->
     (Abadi et al. 2016) of one step at order ``lambda``.
     """
     lam = check_positive_int(order, "order", "Bayesian-accountant orders are integers lambda >= 1")
-    d = _check_distances(distances)
+    d = check_distances(distances)
     s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
     q = check_sample_rate(sample_rate)
     return _sgm_log_costs([lam], d, s, q)[0]
@@ -203,7 +203,7 @@ class BayesianAccountant(Accountant):
         k = check_positive_int(num_steps, "num_steps")
         q = check_sample_rate(sample_rate)
         s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
-        d = pairwise_distances(gradients) if gradients is not None else _check_distances(distances)
+        d = pairwise_distances(gradients) if gradients is not None else check_distances(distances)
         if d.size < 2:
             raise PrivacyParameterError(
                 "distances has a single pair: the Bayesian accountant estimates the privacy cost from "

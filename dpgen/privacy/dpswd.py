@@ -434,7 +434,10 @@ def authors_steps(n: int, batch_size: int, epochs: int) -> int:
     return e * (n // b + 1)
 
 
-def _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound=None):
+def split_delta(delta, convention, delta_split, delta_bound, delta_rdp, bound=None):
+    """(delta_bound, delta_rdp): the share of ``delta`` for the directions' sensitivity bound and for
+    the RDP -> DP conversion, as the convention says (``bound=frame``: the bound holds surely, all of
+    delta to the accountant); ``delta_bound`` / ``delta_rdp`` override the split."""
     if bound == "frame":  # the frame bound holds surely: the whole delta goes to the accountant
         return 0.0, (check_delta(delta_rdp, "delta_rdp") if delta_rdp is not None else delta)
     if convention == "authors_code":
@@ -504,7 +507,7 @@ def calibrate_dpswd_sigma(
         raise PrivacyParameterError(f"batch_size={batch_size} is invalid: it must be <= N={n}.")
     _check_choice(bound, "bound", BOUNDS)
     _check_choice(convention, "convention", CONVENTIONS)
-    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound)
+    db, dr = split_delta(delta, convention, delta_split, delta_bound, delta_rdp, bound)
     steps = _steps(n, batch_size, epochs, steps, convention)
     q = batch_size / n
     w = sensitivity_bound(k, d, db, bound=bound, convention=convention)
@@ -551,7 +554,7 @@ def dpswd_epsilon(
     n = check_positive_int(n, "N", "the number of private samples")
     batch_size = check_positive_int(batch_size, "batch_size")
     _check_choice(convention, "convention", CONVENTIONS)
-    db, dr = _resolve(delta, convention, delta_split, delta_bound, delta_rdp, bound)
+    db, dr = split_delta(delta, convention, delta_split, delta_bound, delta_rdp, bound)
     steps = _steps(n, batch_size, epochs, steps, convention)
     w = sensitivity_bound(k, d, db, bound=bound, convention=convention)
     return _epsilon_for(sigma / math.sqrt(w), batch_size / n, steps, dr, sampling)
@@ -575,5 +578,6 @@ __all__ = [
     "random_directions",
     "sample_squared_sensitivity",
     "sensitivity_bound",
+    "split_delta",
     "squared_sensitivity_quantile",
 ]

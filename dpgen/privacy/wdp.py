@@ -476,7 +476,7 @@ def wdp_abs_moment(order, distance, noise_std, sample_rate):
     return gaussian_abs_moment(order, q * np.asarray(distance, dtype=float), var)
 
 
-def _check_distances(distances) -> np.ndarray:
+def check_distances(distances) -> np.ndarray:
     d = np.asarray(distances, dtype=float).reshape(-1)
     if d.size == 0:
         raise PrivacyParameterError(
@@ -513,7 +513,7 @@ def wdp_step_loss(distances, noise_std, sample_rate, order) -> float:
     DP-SGD); ``sample_rate`` is ``q``. Computed in log space (log-sum-exp over the pairs).
     """
     m = check_order(order, "order")
-    d = _check_distances(distances)
+    d = check_distances(distances)
     q = check_sample_rate(sample_rate)
     var = wdp_variance(noise_std, q)
     logs = log_gaussian_abs_moment(m, q * d, var)
@@ -607,7 +607,7 @@ class WassersteinAccountant(Accountant):
         k = check_positive_int(num_steps, "num_steps")
         q = check_sample_rate(sample_rate)
         s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
-        d = pairwise_distances(gradients) if gradients is not None else _check_distances(distances)
+        d = pairwise_distances(gradients) if gradients is not None else check_distances(distances)
         loss = wdp_step_loss(d, s, q, self.order)
         self.history.append(
             {

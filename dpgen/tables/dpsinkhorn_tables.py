@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, save_figure, write_table
 from dpgen.utils.paper import read_paper_table
 
@@ -69,19 +70,6 @@ OPTIMIZER_NAME = {"Adam": "adam", "SGD": "sgd", "RMSProp": "rmsprop"}
 METRIC_COLS = ["fid", "logreg", "mlp", "cnn"]
 
 
-def _compose(preset: str, overrides: Sequence[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from dpgen.config import register_configs, validate
-    from dpgen.utils.io import REPO_ROOT
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=[f"experiment={preset}", *overrides]))
-
-
 def _f(v) -> Optional[float]:
     try:
         return float(str(v).split("/")[0])
@@ -115,7 +103,7 @@ def run_preset(preset: str, overrides: Sequence[str], run_dir: Path, generations
     from dpgen.train import train_generative
     from dpgen.train.trainer import evaluate_generator, fid_of_generator
 
-    cfg = _compose(preset, [*overrides, "trainer.progress=false"])
+    cfg = compose_preset(preset, [*overrides, "trainer.progress=false"])
     t0 = time.time()
     m = train_generative(cfg, run_dir)
     per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}

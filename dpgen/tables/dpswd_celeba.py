@@ -28,7 +28,7 @@ SCALES = {
 
 
 def main(argv=None):
-    from dpgen.tables.dpswd_generation import _compose
+    from dpgen.config import compose_preset
     from dpgen.train import train_generative
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,7 +46,7 @@ def main(argv=None):
             ov = [*SCALES[args.scale], "trainer.progress=false", "task.fid=true", f"task.fid_samples={n_samples}"]
             if args.data_root:
                 ov.append(f"dataset.data_root={args.data_root}")
-            m = train_generative(_compose(preset, ov), outputs_dir() / "runs" / "celeba" / method)
+            m = train_generative(compose_preset(preset, ov), outputs_dir() / "runs" / "celeba" / method)
             row.update(epsilon_spent=round(m["privacy"].get("epsilon_spent", 0.0), 4),
                        sigma=round(m["privacy"].get("sigma", 0.0), 4), steps=m["steps"])
             if m.get("fid") is not None:

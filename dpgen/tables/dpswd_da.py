@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
 
@@ -60,19 +61,6 @@ COLUMNS = ["problem", "method", "runs", "acc_mean", "acc_std", "paper_mean", "pa
            "steps_per_s", "status"]
 
 
-def _compose(preset: str, overrides: List[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from dpgen.config import register_configs, validate
-    from dpgen.utils.io import REPO_ROOT
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=[f"experiment={preset}", *overrides]))
-
-
 def paper_numbers() -> Dict[str, Dict[str, tuple]]:
     out = {}
     for r in read_paper_table(TABLE):
@@ -104,7 +92,7 @@ def one_run(scale: str, problem: str, method: str, seed: int, extra: List[str] =
           *extra, f"seed={seed}", "trainer.progress=false", "resume=true"]
     if data_root:
         ov.append(f"dataset.data_root={data_root}")
-    cfg = _compose(PROBLEMS[problem][0], ov)
+    cfg = compose_preset(PROBLEMS[problem][0], ov)
     if COLLECT_ONLY:  # say "skipped" (FileNotFoundError) when the data are absent, else "not run"
         from dpgen.tasks.domain_adaptation import load_domains
 

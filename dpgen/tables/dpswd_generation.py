@@ -18,6 +18,7 @@ import statistics
 import time
 from typing import Dict, List
 
+from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
 
@@ -47,19 +48,6 @@ SCALES = {
     # the paper: 100 epochs, batch 100, k = 1000, 60k synthetic samples, 5 generations
     "paper": {"runs": 5, "overrides": ["task.n_synthetic=60000"]},
 }
-
-
-def _compose(preset: str, overrides: List[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from dpgen.config import register_configs, validate
-    from dpgen.utils.io import REPO_ROOT
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=[f"experiment={preset}", *overrides]))
 
 
 def _paper(method: str, ds: str) -> Dict[str, float]:
@@ -92,7 +80,7 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
                     ov = [*spec["overrides"], *extra, f"seed={seed}", "trainer.progress=false"]
                     if data_root:
                         ov.append(f"dataset.data_root={data_root}")
-                    cfg = _compose(preset, ov)
+                    cfg = compose_preset(preset, ov)
                     out = outputs_dir() / "runs" / "table2" / ds / method.split()[0] / f"seed{seed}"
                     m = train_generative(cfg, out)
                     for k in accs:

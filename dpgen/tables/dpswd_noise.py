@@ -47,7 +47,7 @@ PAPER_DELTA_OVERRIDES = {"VisDA": 1e-6}
 TOLERANCE = 0.02
 
 
-def _parse(row: Dict[str, str]) -> Dict:
+def parse_paper_row(row: Dict[str, str]) -> Dict:
     n = row["N"].strip()
     n = int(float(n[:-1]) * 1000) if n.upper().endswith("K") else int(float(n))
     return {
@@ -86,7 +86,7 @@ def _solve_group(rows: List[Dict], alternatives: bool = False) -> List[Dict]:
 def compute_rows(workers: Optional[int] = None, alternatives: bool = False) -> List[Dict]:
     """Table 4 rows with both calibrations; ``alternatives`` also solves the authors' accountant at
     delta/2 where it differs from ours (MNIST, VisDA) for the notes' alternative readings."""
-    rows = [_parse(r) for r in read_paper_table(TABLE)]
+    rows = [parse_paper_row(r) for r in read_paper_table(TABLE)]
     groups: Dict[tuple, List[Dict]] = {}
     for r in rows:
         groups.setdefault(_group_key(r), []).append(r)
@@ -108,7 +108,7 @@ def compute_rows(workers: Optional[int] = None, alternatives: bool = False) -> L
     return [by_name[r["data"]] for r in rows]
 
 
-def _finish(r: Dict) -> Dict:
+def finish_row(r: Dict) -> Dict:
     """Table fields plus the factor decomposition sigma_conv / sigma_ours."""
     ours, conv = r["ours"], r["conv"]
     k, d, delta, delta_a, bound = r["k"], r["d"], r["delta"], r["delta_a"], r["bound"]
@@ -217,7 +217,7 @@ def main(argv=None) -> List[Dict]:
     args = ap.parse_args(argv)
     t0 = time.time()
     rows = compute_rows(workers=args.workers, alternatives=args.alternatives)
-    table = [_finish(r) for r in rows]
+    table = [finish_row(r) for r in rows]
     elapsed = time.time() - t0
     bad = [t for t in table if abs(t["conv_vs_paper_%"]) > 100 * TOLERANCE]
     write_table(

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
 
@@ -45,19 +46,6 @@ SCALES = {
     # the presets as written (25 epochs at batch 1024 on the full datasets)
     "paper": {"overrides": [], "datasets": "mnist,fashion_mnist,cifar10,svhn"},
 }
-
-
-def _compose(preset: str, overrides: List[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from dpgen.config import register_configs, validate
-    from dpgen.utils.io import REPO_ROOT
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=[f"experiment={preset}", *overrides]))
 
 
 def _paper(ds: str) -> Dict[str, str]:
@@ -99,10 +87,10 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
             if data_root:
                 base.append(f"dataset.data_root={data_root}")
             root = outputs_dir() / "runs" / "wdp_dl" / scale / ds
-            mp = train(_compose(f"wdp_dl_{PRESET[ds]}", [*base, "method.private=false"]),
+            mp = train(compose_preset(f"wdp_dl_{PRESET[ds]}", [*base, "method.private=false"]),
                                   root / "nonprivate")
             row["nonprivate_acc"] = round(mp["test_acc"], 2)
-            m = train(_compose(f"wdp_dl_{PRESET[ds]}", base), root / "private")
+            m = train(compose_preset(f"wdp_dl_{PRESET[ds]}", base), root / "private")
             row["private_acc"] = round(m["test_acc"], 2)
             p = m["privacy"]
             for a, k in ACC_KEY.items():

@@ -92,7 +92,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     seed_everything(cfg.seed)
     sampler_gen, noise_gen = mechanism_generators(cfg, device)
 
-    ds_opts = dict(getattr(cfg.dataset, "options", {}) or {})
+    ds_opts = dict(cfg.dataset.options or {})
     train_ds = load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
                             download=cfg.dataset.download, **ds_opts)
     X, Y = as_tensors(train_ds)

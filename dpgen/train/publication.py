@@ -108,7 +108,7 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int]) -> in
     published before a crash, then resumed from an older checkpoint): they count, so the run
     takes fewer training steps instead of spending more.
     """
-    if not getattr(method, "private", False) or not getattr(method, "accounts_steps", True):
+    if not method.private or not method.accounts_steps:
         return int(requested)
     cap = int(requested) if max_steps is None else min(int(requested), int(max_steps))
     return int(step) + max(0, cap - int(method.spent_steps()))
@@ -168,7 +168,7 @@ class Publisher:
         self.logger = make_logger(cfg, out, config_dict)
 
     def persist(self) -> None:
-        if getattr(self.method, "private", False):
+        if self.method.private:
             self.ledger.save(self.method, self.settings)
 
     def publish(self, rec: Dict[str, Any], step: int) -> None:

@@ -222,7 +222,7 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
     seed_everything(cfg.seed)  # models, generated codes and labels: reproducible from the seed
     sampler_gen, noise_gen = mechanism_generators(cfg, device)
 
-    ds_opts = dict(getattr(cfg.dataset, "options", {}) or {})
+    ds_opts = dict(cfg.dataset.options or {})
     train_ds = load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
                             download=cfg.dataset.download, **ds_opts)
     n = len(train_ds)
@@ -240,7 +240,7 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
                          steps=calib_steps, batch_size=t.batch_size, image_shape=shape)
     gen = make_generator(cfg.model.generator, shape, num_classes, cfg.model.code_dim).to(device)
     opt = make_optimizer(t, gen.parameters())
-    ema = EMA(gen, t.ema) if getattr(t, "ema", None) else None
+    ema = EMA(gen, t.ema) if t.ema else None
     publisher = Publisher(cfg, out, method, settings)
 
     if state is not None:
@@ -374,9 +374,9 @@ def train_generative(cfg, output_dir) -> Dict[str, Any]:
             save_grid(xg, out / "samples.png", nrow=ncol)
             metrics["samples_png"] = str(out / "samples.png")
     task = cfg.task
-    if getattr(task, "eval_models", None):
+    if task.eval_models:
         metrics["downstream"] = evaluate_generator(cfg, gen, shape, device, n_private=n)
-    if getattr(task, "fid", False):
+    if task.fid:
         metrics.update(fid_of_generator(cfg, gen, shape, device))
     metrics["wall_seconds"] = round(time.time() - t_start, 2)
     write_json(out / "metrics.json", metrics)
@@ -390,7 +390,7 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
     from dpgen.eval import evaluate_downstream
 
     task = cfg.task
-    ds_opts = dict(getattr(cfg.dataset, "options", {}) or {})
+    ds_opts = dict(cfg.dataset.options or {})
     test_ds = load_dataset(cfg.dataset.name, "test", data_root=cfg.dataset.data_root,
                            download=cfg.dataset.download, **ds_opts)
     X_test, Y_test = as_tensors(test_ds)
@@ -422,7 +422,7 @@ def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:
     n = int(cfg.task.fid_samples)
     try:
         test = load_dataset(cfg.dataset.name, "test", data_root=cfg.dataset.data_root,
-                            **dict(getattr(cfg.dataset, "options", {}) or {}))
+                            **dict(cfg.dataset.options or {}))
         n_real = min(n, len(test))
         stats = real_statistics(f"{cfg.dataset.name}_test", lambda: as_tensors(test, n_real)[0],
                                 outputs_dir() / "fid_stats", n=n_real, device=str(device))
