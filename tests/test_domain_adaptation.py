@@ -354,3 +354,18 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
     assert row["runs"] == 1 and row["acc_mean"] == dpswd["acc_mean"]
     assert row["status"].startswith("partial: 1 of 2") and "seeds 1 not run" in row["status"]
     assert not (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed1" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
+def test_da_loop_takes_every_logger_and_ema(da_root, tmp_path, logger, monkeypatch):
+    pytest.importorskip(logger)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    m = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=4", "trainer.log_every=2",
+                                        f"logger={logger}", "trainer.ema=0.5"), tmp_path)
+    assert m["ema"] == 0.5 and m["steps"] == 4
+    ck = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    assert any(k.startswith("g.") for k in ck["ema"]) and any(k.startswith("h.") for k in ck["ema"])
+    if logger == "csv":
+        assert len((tmp_path / "metrics.csv").read_text().splitlines()) == 3  # header + steps 2, 4
+    elif logger == "tensorboard":
+        assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))

@@ -304,3 +304,29 @@ def test_small_poisson_batches_are_charged_worst_case_not_fatal():
         m.account(None)  # worst case: every pair at distance 2 C
     assert len(m.pair_indices(3, g)) == 3 and len(m.pair_indices(10, g)) == 4
     assert m.steps == 3 and all(e > 0 for e in m.epsilons().values())
+
+
+@pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
+def test_classification_loop_takes_every_logger_and_ema(tmp_path, fake_data_root, logger, monkeypatch):
+    """The classification loop used to ignore logger= (it never called make_logger) and trainer.ema."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from dpgen.config import CONFIG_DIR, validate
+    from dpgen.tasks.classification import train_classifier
+
+    pytest.importorskip(logger)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = validate(compose(config_name="config", overrides=[
+            "task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
+            f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "trainer.steps=4", "trainer.batch_size=32",
+            "trainer.log_every=2", "trainer.progress=false", f"logger={logger}", "trainer.ema=0.5"]))
+    m = train_classifier(cfg, tmp_path)
+    assert m["ema"] == 0.5 and "ema" in torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    if logger == "csv":
+        rows = (tmp_path / "metrics.csv").read_text().splitlines()
+        assert rows[0].startswith("step,epoch,eps_moments") and len(rows) == 3
+    elif logger == "tensorboard":
+        assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))

@@ -77,8 +77,8 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.privacy.calibration import steps_for_epochs, steps_to_epsilon
     from dpgen.train.checkpoint import Checkpointer
     from dpgen.train.publication import Publisher, finite_gradients, stop_step
-    from dpgen.train.trainer import (TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
-                                     prepare_resume, resolve_device, run_state, seed_everything)
+    from dpgen.train.trainer import (EMA, TrainingError, load_checkpoint, make_optimizer, mechanism_generators,
+                                     open_run, prepare_resume, resolve_device, run_state, seed_everything)
     from dpgen.utils.io import write_json
 
     if cfg.method.name != "dpsgd":
@@ -123,10 +123,14 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     model = make_classifier(shape, num_classes, arch=cfg.task.model, norm=cfg.task.norm).to(device)
     opt = make_optimizer(t, model.parameters())
     publisher = Publisher(cfg, out, method, settings)
+    # trainer.ema: a moving average of the model, tested instead of the last iterate (post-processing)
+    ema = EMA(model, t.ema) if t.ema else None
 
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
+        if ema is not None and state.get("ema") is not None:
+            ema.model.load_state_dict(state["ema"])
     step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
     if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (DP epsilon so far {method.epsilon():.4f})")
@@ -137,7 +141,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     def checkpoint():
         publisher.checkpoint(lambda: ckpt.save(run_state(
             cfg, step, sampler_gen, noise_gen, settings, model=model.state_dict(), optimizer=opt.state_dict(),
-            method=method.state_dict())))
+            method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None)))
 
     perm, pos = None, 0  # non-private: shuffled epochs
     last_loss = float("nan")
@@ -157,6 +161,8 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
             finite = finite_gradients(model.parameters())
             if finite:
                 opt.step()
+                if ema is not None:
+                    ema.update(model)
             # plain DP-SGD's time: the step minus the pair distances (timed apart, an accountant cost)
             method.timing["sgd"] += time.perf_counter() - t0 - (method.timing["pairs"] - t_pairs)
             method.account(dist)
@@ -173,6 +179,8 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
             finite = math.isfinite(loss)
             if finite:
                 opt.step()
+                if ema is not None:
+                    ema.update(model)
                 last_loss = loss
             method.timing["sgd"] += time.perf_counter() - t0
             method.timed_steps += 1
@@ -205,7 +213,8 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     test_ds = load_dataset(cfg.dataset.name, "test", data_root=cfg.dataset.data_root,
                            download=cfg.dataset.download, **ds_opts)
     X_test, Y_test = as_tensors(test_ds)
-    test_acc = accuracy(model, X_test.float(), Y_test.long(), device, cfg.task.eval_batch_size)
+    test_acc = accuracy(ema.model if ema is not None else model, X_test.float(), Y_test.long(), device,
+                        cfg.task.eval_batch_size)
     ts = max(1, method.timed_steps)
     timing = {k: round(1000.0 * v / ts, 3) for k, v in method.timing.items() if v > 0}
     privacy: Dict[str, Any] = {"private": method.private}
@@ -257,6 +266,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
         "final_loss": (last_loss if method.publishes_loss else
                        "withheld: the clean batch loss is computed from private records"),
         "test_acc": test_acc,
+        "ema": t.ema,
         "privacy": privacy,
         "timing_ms_per_step": timing,
         "device": str(device),

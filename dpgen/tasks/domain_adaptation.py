@@ -113,8 +113,8 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.privacy.calibration import steps_for_epochs
     from dpgen.train.checkpoint import Checkpointer
     from dpgen.train.publication import Publisher, stop_step
-    from dpgen.train.trainer import (TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
-                                     prepare_resume, resolve_device, run_state, seed_everything)
+    from dpgen.train.trainer import (EMA, TrainingError, load_checkpoint, make_optimizer, mechanism_generators,
+                                     open_run, prepare_resume, resolve_device, run_state, seed_everything)
     from dpgen.utils.io import write_json
 
     t_start = time.time()
@@ -140,11 +140,16 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     params = list(g.parameters()) + list(h.parameters()) + method.parameters()
     opt = make_optimizer(t, params)
     publisher = Publisher(cfg, out, method, settings)
+    nets = torch.nn.ModuleDict({"g": g, "h": h})
+    # trainer.ema: a moving average of the networks, evaluated instead of the last iterate (post-processing)
+    ema = EMA(nets, t.ema) if t.ema else None
 
     if state is not None:
         g.load_state_dict(state["g"])
         h.load_state_dict(state["h"])
         opt.load_state_dict(state["optimizer"])
+        if ema is not None and state.get("ema") is not None:
+            ema.model.load_state_dict(state["ema"])
     step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
     if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
@@ -152,7 +157,11 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
     def checkpoint():
         publisher.checkpoint(lambda: ckpt.save(run_state(
             cfg, step, sampler_gen, noise_gen, settings, g=g.state_dict(), h=h.state_dict(),
-            method=method.state_dict(), optimizer=opt.state_dict())))
+            method=method.state_dict(), optimizer=opt.state_dict(),
+            ema=ema.model.state_dict() if ema is not None else None)))
+
+    def evaluated():  # the networks a run reports: the average when trainer.ema is set
+        return (ema.model["g"], ema.model["h"]) if ema is not None else (g, h)
 
     target_steps = stop_step(method, step, steps, method.max_steps)
     if target_steps < steps:
@@ -177,6 +186,8 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
                 "lower trainer.lr or check the data."
             )
         opt.step()
+        if ema is not None:
+            ema.update(nets)
         method.account()
         step += 1
         bar.update(1)
@@ -186,7 +197,7 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
                 rec["epsilon"] = method.epsilon()
             ev = cfg.task.eval_every
             if ev and (step % ev == 0):  # monitoring only, never used to select or stop; NOT private
-                rec["target_acc"] = accuracy(g, h, Xt, data["Yt"].to(device))
+                rec["target_acc"] = accuracy(*evaluated(), Xt, data["Yt"].to(device))
             publisher.publish(rec, step)
             bar.set_postfix(loss=f"{logs['loss']:.4g}")
         if step % t.checkpoint_every == 0 or step == target_steps:
@@ -205,8 +216,9 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
         "target": f"{cfg.dataset.target} ({cfg.dataset.target_split}, {n_t} records, {data['target_file']})",
         "n_source": n_s,
         "n_target": n_t,
-        "target_acc": accuracy(g, h, Xt, Yt),
-        "source_acc": accuracy(g, h, Xs, Ys),
+        "target_acc": accuracy(*evaluated(), Xt, Yt),
+        "source_acc": accuracy(*evaluated(), Xs, Ys),
+        "ema": t.ema,
         "evaluation": ("accuracy on the whole target set (labels read only here; the paper's transductive "
                        "protocol, kept for reproduction). NOT private: it is computed from the private target "
                        "records and labels, outside the mechanism"),
