@@ -547,8 +547,9 @@ class TrainerConfig:
     betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.0
     momentum: float = 0.0
-    #: decay of an exponential moving average of the generator's weights, evaluated and released
-    #: instead of the last iterate (null: off). Post-processing: no privacy cost.
+    #: decay of an exponential moving average of the trained weights (the generator; DA's g and h; the
+    #: classifier), evaluated and released instead of the last iterate (null: off). Post-processing of
+    #: the released iterates: no privacy cost.
     ema: Optional[float] = None
 
     def __post_init__(self) -> None:
