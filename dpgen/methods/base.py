@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -87,24 +88,47 @@ class GenerativeMethod(LedgerState):
 
 
 class WORGaussianLedger:
-    """Privacy ledger of a subsampled-without-replacement Gaussian mechanism (the DP-SWD methods).
+    """The DP-SWD methods' privacy bookkeeping: a :class:`dpgen.privacy.ledger.Ledger` (subsampled
+    Gaussian without replacement) plus the random directions' sensitivity bound.
 
-    Needs ``accountant`` (autodp RDP), ``noise_multiplier``, ``sample_rate`` and ``delta_rdp``.
+    ``_setup_ledger`` needs ``k`` (directions) and sets ``ledger``, ``accountant``, ``calibration``,
+    ``sigma``, ``noise_multiplier``, ``sample_rate``, ``delta_bound``, ``delta_rdp``,
+    ``epsilon_budget`` and ``max_steps``.
     """
 
+    def _setup_ledger(self, method_cfg, privacy_cfg, d: int, n_private: int, batch_size: int, steps: int,
+                      prefix=()) -> None:
+        from dpgen.privacy.dpswd import sensitivity_bound, split_delta
+        from dpgen.privacy.ledger import Ledger
+
+        m, p = method_cfg, privacy_cfg
+        if batch_size > n_private:
+            raise ValueError(f"trainer.batch_size={batch_size} is larger than the private set ({n_private} records): "
+                             "lower trainer.batch_size.")
+        db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
+        self.sample_rate = batch_size / n_private
+        self.ledger = Ledger(epsilon=p.epsilon, delta=dr, sampling="without_replacement", sample_rate=self.sample_rate,
+                             prefix=prefix, rel_tol=p.rel_tol)
+        self.accountant = self.ledger.accountant
+        # null: calibrated for the run's steps; a number fixes the noise and the budget decides the steps
+        z = self.ledger.calibrate(steps) if m.noise_multiplier is None else self.ledger.use_noise(m.noise_multiplier)
+        w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
+        self.calibration = {"sigma": z * math.sqrt(w), "noise_multiplier": z, "squared_sensitivity": w,
+                            "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
+        self.sigma, self.noise_multiplier = float(self.calibration["sigma"]), float(z)
+        self.delta_bound, self.delta_rdp = float(db), float(dr)
+        self.epsilon_budget = float(p.epsilon)
+        self.max_steps = self.ledger.max_steps()
+        self._apply_union_bound(m, d)
+
     def account(self) -> None:
-        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+        self.ledger.step()
 
     def epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta_rdp)
+        return self.ledger.epsilon()
 
-    def _cross_check(self) -> float:
-        """The same ledger under dpgen's own Theorem 9 accountant (independent of autodp)."""
-        from dpgen.privacy.accountants import WangWORAccountant
-
-        acc = WangWORAccountant()
-        acc.history = [dict(h) for h in self.accountant.history]
-        return acc.get_epsilon(self.delta_rdp)
+    def spent_steps(self) -> int:
+        return self.ledger.private_steps()
 
     def _apply_union_bound(self, method_cfg, d: int) -> None:
         """Make a random-direction sensitivity bound (bernstein, chernoff) hold over the whole run.
@@ -149,8 +173,7 @@ class WORGaussianLedger:
         """The budget, the calibration and the spent epsilon, as every DP-SWD privacy report states them
         (needs ``epsilon_budget``, ``delta_bound``, ``sigma`` and ``calibration`` too)."""
         return {
-            "epsilon_budget": self.epsilon_budget,
-            "epsilon_spent": self.epsilon(),
+            **self.ledger.report(),
             "delta": self.delta_bound + self.delta_rdp,
             "delta_bound": self.delta_bound,
             "delta_bound_per_step": self.calibration.get("delta_bound_per_step", self.delta_bound),
@@ -160,9 +183,8 @@ class WORGaussianLedger:
                                        "no"),
             "delta_rdp": self.delta_rdp,
             "sigma": self.sigma,
-            "noise_multiplier": self.noise_multiplier,
             "squared_sensitivity_bound": self.calibration["squared_sensitivity"],
             "bound": self.calibration["bound"],
             "convention": self.calibration["convention"],
-            "neighbouring_relation": "replace one record (fixed-size batches drawn without replacement)",
+            "max_steps_in_budget": self.max_steps,
         }

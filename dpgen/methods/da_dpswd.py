@@ -26,7 +26,6 @@ batches drawn uniformly without replacement (the amplification autodp's accounta
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict
 
 import torch
@@ -35,8 +34,6 @@ from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.methods.base import WORGaussianLedger
 from dpgen.methods.dpswd import bound_rows
-from dpgen.privacy.accountants import RDPAccountant
-from dpgen.privacy.calibration import steps_to_epsilon
 
 ROW_BOUNDS = ("clip", "batch_max", "none")
 
@@ -118,34 +115,7 @@ class DADPSWD(WORGaussianLedger, DASWD):
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)
-        from dpgen.privacy.dpswd import split_delta, calibrate_dpswd_sigma, sensitivity_bound
-
-        m, p = cfg.method, cfg.privacy
-        if batch_size > n_target:
-            raise ValueError(f"trainer.batch_size={batch_size} is larger than the private target "
-                             f"({n_target} records): lower trainer.batch_size.")
-        d = self.feat_dim
-        fixed = getattr(m, "noise_multiplier", None)
-        if fixed is None:
-            cal = calibrate_dpswd_sigma(epsilon=p.epsilon, delta=p.delta, k=self.k, d=d, n=n_target,
-                                        batch_size=batch_size, steps=steps, bound=m.bound,
-                                        convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
-        else:
-            db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
-            w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
-            cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
-                   "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
-        self.calibration = cal
-        self.sigma = float(cal["sigma"])
-        self.noise_multiplier = float(cal["noise_multiplier"])
-        self.sample_rate = batch_size / n_target
-        self.delta_rdp = float(cal["delta_rdp"])
-        self.delta_bound = float(cal["delta_bound"])
-        self.epsilon_budget = float(p.epsilon)
-        self.accountant = RDPAccountant(sampling="without_replacement")
-        self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
-                                          "without_replacement")
-        self._apply_union_bound(m, d)
+        self._setup_ledger(cfg.method, cfg.privacy, self.feat_dim, n_target, batch_size, steps)
 
     def caveats(self) -> list:
         out = [] if self.row_bound == "clip" else [f"method.row_bound={self.row_bound}: Lemma 2 does not cover it"]
@@ -180,11 +150,6 @@ class DADPSWD(WORGaussianLedger, DASWD):
             "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
                            else "independent uniform unit vectors"),
             "sampling": "without_replacement (uniform random subset of batch_size target rows per step)",
-            "sample_rate": self.sample_rate,
-            "accountant": "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)",
-            "epsilon_cross_check": {"wang_wor": self._cross_check()},
-            "private_steps": self.accountant.steps,
-            "max_steps_in_budget": self.max_steps,
             "row_bound": rows,
             "target_gradient": grad,
             "not_covered": ("the target accuracy in metrics (computed on the private target labels: the paper's "

@@ -25,8 +25,7 @@ import torch.nn.functional as F
 
 from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
-from dpgen.privacy.accountants import OpacusRDPAccountant, RDPAccountant
-from dpgen.privacy.calibration import calibrate_noise_multiplier, steps_to_epsilon
+from dpgen.privacy.ledger import Ledger
 from dpgen.privacy.clipping import clip_per_sample
 
 
@@ -157,13 +156,12 @@ class DPDANN(DANN):
         self.sample_rate = batch_size / n_target
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
-        if m.noise_multiplier is None:
-            self.noise_multiplier = calibrate_noise_multiplier(p.epsilon, p.delta, self.sample_rate, steps,
-                                                               "poisson", rel_tol=p.rel_tol)
-        else:
-            self.noise_multiplier = float(m.noise_multiplier)
-        self.accountant = RDPAccountant(sampling="poisson")
-        self.max_steps = steps_to_epsilon(p.epsilon, p.delta, self.noise_multiplier, self.sample_rate, "poisson")
+        self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=self.sample_rate,
+                             rel_tol=p.rel_tol)
+        self.accountant = self.ledger.accountant
+        self.noise_multiplier = (self.ledger.calibrate(steps) if m.noise_multiplier is None else
+                                 self.ledger.use_noise(m.noise_multiplier))
+        self.max_steps = self.ledger.max_steps()
         self.last_norms = None
         #: how the clipped per-sample sum is computed: "ghost" (default; opacus' fast gradient clipping,
         #: 0.12 s for B = 128 digits on one thread beside one other job), "func" (torch.func vmap + grad,
@@ -215,36 +213,26 @@ class DPDANN(DANN):
         return {"loss": float((lc + ls).detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(ls.detach())}
 
     def account(self) -> None:
-        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+        self.ledger.step()
 
     def epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta)
+        return self.ledger.epsilon()
 
     def privacy_report(self) -> Dict[str, Any]:
-        cross = OpacusRDPAccountant()
-        cross.history = [dict(h) for h in self.accountant.history]
         return {
             "private": True,
             "protected_data": "the target domain only (the source, its labels and the networks are public)",
             "mechanism": "DP-SGD on the target term: per-sample gradients of the target domain loss w.r.t. "
                          "the feature extractor and the discriminator clipped to C, summed, Gaussian noise z C",
-            "epsilon_budget": self.epsilon_budget,
-            "epsilon_spent": self.epsilon(),
+            **self.ledger.report(),
             "delta": self.delta,
             "clip": self.clip,
-            "noise_multiplier": self.noise_multiplier,
             "sigma": self.noise_multiplier * self.clip,
             "bound": f"per-sample clipping at C = {self.clip}",
             "per_sample_impl": {"ghost": "opacus fast gradient clipping (ghost norms)",
                                 "func": "torch.func vmap + grad", "opacus": "opacus GradSampleModule"}[self.per_sample],
-            "sampling": "poisson (each target record with probability q per step)",
-            "sample_rate": self.sample_rate,
-            "accountant": "autodp RDP, Poisson-subsampled Gaussian",
-            "epsilon_cross_check": {"opacus_rdp": cross.get_epsilon(self.delta)},
-            "private_steps": self.accountant.steps,
             "max_steps_in_budget": self.max_steps,
             "row_bound": "not applicable: gradients are clipped per target sample",
-            "neighbouring_relation": "add/remove one target record (Poisson sampling at rate q)",
             "not_covered": ("the target accuracy in metrics (computed on the private target labels: the paper's "
                             "transductive protocol, kept for reproduction; it is NOT private), task.eval_every's "
                             "target_acc log lines (same)"),

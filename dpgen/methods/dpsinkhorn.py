@@ -47,7 +47,6 @@ alpha_c > 0: a ValueError naming the mismatch (dpgen.losses.sinkhorn.conditional
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -55,15 +54,7 @@ import torch.nn as nn
 
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
-from dpgen.privacy.accountants import RDPAccountant
-from dpgen.privacy.calibration import steps_to_epsilon
 from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
-
-
-@lru_cache(maxsize=256)
-def _budget_steps(epsilon: float, delta: float, sigma: float, q: float, sampling: str) -> int:
-    """Steps the (epsilon, delta) budget allows (cached: the search calls the accountant many times)."""
-    return steps_to_epsilon(epsilon, delta, sigma, q, sampling)
 
 
 class Sinkhorn(GenerativeMethod):
@@ -125,62 +116,42 @@ class _PrivateMixin:
                              "lower trainer.batch_size.")
         self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(m.noise_multiplier),
                                    sample_rate=float(sample_rate))
-        self.noise_multiplier = float(m.noise_multiplier)
+        from dpgen.privacy.ledger import Ledger
+
+        self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling=self.accountant_sampling,
+                             sample_rate=sample_rate)  # the noise is given: nothing to calibrate
+        self.accountant = self.ledger.accountant
+        self.noise_multiplier = self.ledger.use_noise(m.noise_multiplier)
         self.sample_rate = float(sample_rate)
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
-        self.accountant = RDPAccountant(sampling=self.accountant_sampling)
         self.steps_requested = int(steps or 0)
-        from dpgen.privacy.accountants import epsilon_for
-
-        if self.steps_requested and epsilon_for(self.noise_multiplier, self.sample_rate, self.steps_requested,
-                                                self.delta, self.accountant_sampling) <= self.epsilon_budget:
-            self.max_steps = None  # every requested step fits in the budget (one accountant call, no search)
-        else:
-            self.max_steps = _budget_steps(float(p.epsilon), float(p.delta), self.noise_multiplier,
-                                           self.sample_rate, self.accountant_sampling)
+        # None: every requested step fits in the budget (one accountant call, no search)
+        self.max_steps = self.ledger.max_steps(self.steps_requested)
 
     def account(self) -> None:
-        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+        self.ledger.step()
 
     def epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta) if self.accountant.steps else 0.0
-
-    def _cross_check(self) -> Dict[str, float]:
-        from dpgen.privacy.accountants import OpacusRDPAccountant, WangWORAccountant
-
-        if not self.accountant.steps:
-            return {}
-        acc = OpacusRDPAccountant() if self.accountant_sampling == "poisson" else WangWORAccountant()
-        acc.history = [dict(h) for h in self.accountant.history]
-        return {("opacus_rdp" if self.accountant_sampling == "poisson" else "wang_wor"): acc.get_epsilon(self.delta)}
+        return self.ledger.epsilon()
 
     def privacy_report(self) -> Dict[str, Any]:
         return {
             "private": True,
             "mechanism": self.mechanism_text,
-            "epsilon_budget": self.epsilon_budget,
-            "epsilon_spent": self.epsilon(),
+            **self.ledger.report(),
             "delta": self.delta,
             "clip": self.mechanism.clip,
-            "noise_multiplier": self.noise_multiplier,
             "noise_std": self.mechanism.noise_std,
             "sensitivity": self.mechanism.sensitivity,
             "sigma": self.noise_multiplier,
-            "sampling": self.accountant_sampling,
-            "sample_rate": self.sample_rate,
-            "neighbouring_relation": (
-                "add/remove one record (Poisson sampling at rate q)" if self.accountant_sampling == "poisson" else
+            **({} if self.accountant_sampling == "poisson" else {"neighbouring_relation": (
                 "replace one record (here: one fixed partition of the private set; one drawn per step without "
-                "replacement)"),
+                "replacement)")}),
             "not_covered": ("the loss values (computed from clean records: never published); anything the "
                             "run writes outside the generator, its samples and this report"
                             + ("; the feature extractors in the checkpoint (trained on private partitions: "
                                "never release them)" if self.accountant_sampling != "poisson" else "")),
-            "accountant": ("autodp RDP, Poisson-subsampled Gaussian" if self.accountant_sampling == "poisson" else
-                           "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)"),
-            "epsilon_cross_check": self._cross_check(),
-            "private_steps": self.accountant.steps,
             "max_steps_in_budget": (self.max_steps if self.max_steps is not None else
                                     f">= {self.steps_requested} (the requested steps fit in the budget)"),
             "guarantee_holds": True,

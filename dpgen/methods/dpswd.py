@@ -48,8 +48,6 @@ import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod, WORGaussianLedger
-from dpgen.privacy.accountants import RDPAccountant
-from dpgen.privacy.calibration import steps_to_epsilon
 
 
 def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
@@ -253,105 +251,12 @@ class DPSWD(WORGaussianLedger, SWD):
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, image_shape=None, **_):
         super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, image_shape=image_shape)
-        from dpgen.privacy.dpswd import calibrate_dpswd_sigma
-
-        m, p = cfg.method, cfg.privacy
-        d = self.compare_dim
-        if batch_size > n_private:
-            raise ValueError(
-                f"trainer.batch_size={batch_size} is larger than the dataset ({n_private} records): "
-                "lower trainer.batch_size."
-            )
-        fixed = getattr(m, "noise_multiplier", None)
-        self.sample_rate = batch_size / n_private
         self.n_private = n_private
         # a DP mean released once before training (center=dp_mean) is one more Gaussian mechanism:
-        # full batch, noise multiplier center_noise_multiplier, composed in the same RDP ledger
+        # full batch, noise multiplier center_noise_multiplier, composed in the same ledger
         self.prefix = self.center_noise_multiplier if self.center_mode == "dp_mean" else None
-        if fixed is None and self.prefix is not None:
-            cal = self._calibrate_with_prefix(p, m, d, steps)
-        elif fixed is None:
-            cal = calibrate_dpswd_sigma(epsilon=p.epsilon, delta=p.delta, k=self.k, d=d, n=n_private,
-                                        batch_size=batch_size, steps=steps, bound=m.bound,
-                                        convention=m.convention, delta_split=m.delta_split, rel_tol=p.rel_tol)
-        else:  # the noise is fixed: the budget decides how many steps the run may take
-            from dpgen.privacy.dpswd import split_delta, sensitivity_bound
-
-            db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
-            w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
-            cal = {"sigma": float(fixed) * math.sqrt(w), "noise_multiplier": float(fixed), "squared_sensitivity": w,
-                   "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
-        self.calibration = cal
-        self.sigma = float(cal["sigma"])
-        self.noise_multiplier = float(cal["noise_multiplier"])
-        self.delta_rdp = float(cal["delta_rdp"])
-        self.delta_bound = float(cal["delta_bound"])
-        self.epsilon_budget = float(p.epsilon)
-        self.accountant = RDPAccountant(sampling="without_replacement")
-        if self.prefix is None:
-            self.max_steps = steps_to_epsilon(p.epsilon, self.delta_rdp, self.noise_multiplier, self.sample_rate,
-                                              "without_replacement")
-        else:
-            self.max_steps = self._max_steps_with_prefix(p.epsilon)
-        self._apply_union_bound(m, d)
-
-    def spent_steps(self) -> int:
-        """Per-step mechanism runs in the ledger (the DP mean, a release before training, excluded)."""
-        return self.ledger_steps() - (1 if self.center is not None and self.prefix else 0)
-
-    # ---- the DP mean (center=dp_mean) ------------------------------------------------------
-    def _eps(self, z: float, steps: int) -> float:
-        from dpgen.privacy.accountants import autodp_epsilon
-
-        groups = [(float(z), float(self.sample_rate), int(steps))] if steps > 0 else []
-        if self.prefix is not None:
-            groups.append((float(self.prefix), 1.0, 1))
-        return autodp_epsilon(tuple(sorted(groups)), self.delta_rdp, "without_replacement")
-
-    def _calibrate_with_prefix(self, p, m, d, steps):
-        from dpgen.privacy.dpswd import split_delta, calibrate_dpswd_sigma, sensitivity_bound
-
-        db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
-        self.delta_rdp = dr
-        if self._eps(1e6, 0) >= p.epsilon:
-            raise ValueError(f"method.center_noise_multiplier={self.prefix} alone spends epsilon >= "
-                             f"privacy.epsilon={p.epsilon}: raise it")
-        z0 = calibrate_dpswd_sigma(epsilon=p.epsilon, delta=p.delta, k=self.k, d=d, n=self.n_private,
-                                   batch_size=int(round(self.sample_rate * self.n_private)), steps=steps,
-                                   bound=m.bound, convention=m.convention, delta_split=m.delta_split,
-                                   rel_tol=p.rel_tol)["noise_multiplier"]
-        lo, hi = z0, z0 * 1.05
-        while self._eps(hi, steps) > p.epsilon:
-            lo, hi = hi, hi * 1.5
-        while hi / lo > 1 + p.rel_tol:  # bisection on log z: eps(hi) <= target always
-            mid = math.sqrt(lo * hi)
-            if self._eps(mid, steps) > p.epsilon:
-                lo = mid
-            else:
-                hi = mid
-        w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
-        return {"sigma": hi * math.sqrt(w), "noise_multiplier": hi, "squared_sensitivity": w, "delta_bound": db,
-                "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
-
-    def _max_steps_with_prefix(self, epsilon: float) -> int:
-        if self._eps(self.noise_multiplier, 0) > epsilon:  # the DP mean alone would overspend
-            raise ValueError(f"method.center=dp_mean with method.center_noise_multiplier={self.prefix} alone spends "
-                             f"epsilon {self._eps(self.noise_multiplier, 0):.4g} > privacy.epsilon={epsilon}: raise "
-                             "method.center_noise_multiplier or set method.center=none")
-        if self._eps(self.noise_multiplier, 1) > epsilon:
-            return 0
-        lo, hi = 1, 1024
-        while self._eps(self.noise_multiplier, hi) <= epsilon:
-            lo, hi = hi, hi * 4
-            if hi > 10**9:
-                return 10**9
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self._eps(self.noise_multiplier, mid) <= epsilon:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        self._setup_ledger(cfg.method, cfg.privacy, self.compare_dim, n_private, batch_size, steps,
+                           prefix=(self.prefix,) if self.prefix is not None else ())
 
     def _release_center(self, x: torch.Tensor) -> torch.Tensor:
         """Gaussian mechanism on the mean record: rows clipped to norm R = sqrt(d) (the largest norm
@@ -364,7 +269,7 @@ class DPSWD(WORGaussianLedger, SWD):
         std = self.center_noise_multiplier * 2 * r / flat.shape[0]
         noise = torch.randn(flat.shape[1], generator=self.rng, device=self.rng.device if self.rng is not None
                             else None, dtype=torch.float64).to(flat.device)
-        self.accountant.step(noise_multiplier=self.center_noise_multiplier, sample_rate=1.0)
+        self.ledger.release_prefix()
         self.center_info = {"center": "DP mean record, released once before training (Gaussian mechanism, "
                                       "accounted as one full-batch step)",
                             "center_clip_norm": r, "center_noise_std": std,
@@ -386,12 +291,7 @@ class DPSWD(WORGaussianLedger, SWD):
             "k": self.k,
             "compare_dim": self.compare_dim,
             "sampling": "without_replacement (uniform random subset of batch_size rows per step)",
-            "sample_rate": self.sample_rate,
-            "accountant": "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)",
-            "epsilon_cross_check": {"wang_wor": self._cross_check()},
-            "private_steps": self.spent_steps(),
             **self.center_info,
-            "max_steps_in_budget": self.max_steps,
             "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
                            else "i.i.d. uniform on the sphere (Algorithm 1)"),
             "label_mode": self.label_mode,

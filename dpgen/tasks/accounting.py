@@ -48,7 +48,7 @@ def _account_dpswd_method(cfg: Config, steps: int) -> Dict[str, Any]:
     meth = DPSWD(cfg, num_classes=cfg.dataset.num_classes, data_dim=cfg.dataset.dim, n_private=n, steps=steps,
                  batch_size=t.batch_size, image_shape=shape)
     cal = meth.calibration
-    eps = meth._eps(meth.noise_multiplier, steps)
+    eps = meth.ledger.epsilon_of(meth.noise_multiplier, steps)
     res = {**cal, "sensitivity": math.sqrt(cal["squared_sensitivity"]), "steps": steps,
            "sample_rate": meth.sample_rate, "epsilon_reached": eps, "d": meth.compare_dim, "k": m.k, "N": n,
            "label_mode": m.label_mode, "center": m.center}

@@ -1,0 +1,165 @@
+"""One privacy ledger for the subsampled-Gaussian methods: calibrate -> budget -> account -> report.
+
+A run composes (1) releases made once before training on the whole private set (the DP mean of
+DP-SWD's ``center=dp_mean``: a Gaussian mechanism at sample rate 1), then (2) one subsampled
+Gaussian mechanism per training step (noise multiplier z, sample rate q, ``sampling`` Poisson or
+without replacement). :class:`Ledger` holds that composition against an (epsilon, delta) budget:
+
+* ``calibrate(steps)``: the smallest z (to ``rel_tol``) such that the prefix plus ``steps`` steps
+  stay within the budget; ``use_noise(z)`` fixes z instead;
+* ``max_steps(requested)``: the most steps the budget allows with that z (None when ``requested``
+  steps already fit: no search);
+* ``release_prefix()`` / ``step()``: record what ran; ``epsilon()``: what was spent (autodp RDP);
+* ``cross_check()``: the same history under an independent accountant (opacus' RDP for Poisson,
+  dpgen's own Theorem 9 accountant for sampling without replacement);
+* ``report()``: the fields every private method's report states; ``state_dict()`` for checkpoints.
+
+DP-SWD (generation and domain adaptation), DP-Sinkhorn and its variants, and DP-DANN keep their
+ledger here; the methods add what is theirs (the sensitivity, the mechanism's description).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Dict, Optional, Sequence
+
+from dpgen.privacy.accountants import OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon
+from dpgen.privacy.calibration import calibrate_noise_multiplier, steps_to_epsilon
+
+RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q)",
+             "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
+
+
+@lru_cache(maxsize=256)
+def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling: str) -> int:
+    return steps_to_epsilon(epsilon, delta, z, q, sampling)
+
+
+class Ledger:
+    """The privacy ledger of one run (see the module doc)."""
+
+    def __init__(self, *, epsilon: float, delta: float, sampling: str, sample_rate: float,
+                 prefix: Sequence[float] = (), rel_tol: float = 1e-3) -> None:
+        self.epsilon_budget = float(epsilon)
+        self.delta = float(delta)
+        self.sampling = sampling
+        self.sample_rate = float(sample_rate)
+        #: noise multipliers of the full-batch releases made before training (each accounted once)
+        self.prefix = tuple(float(z) for z in prefix)
+        self.rel_tol = float(rel_tol)
+        self.accountant = RDPAccountant(sampling=sampling)
+        self.noise_multiplier: Optional[float] = None
+
+    # ---- the composition ----------------------------------------------------------------------
+    def epsilon_of(self, noise_multiplier: float, steps: int) -> float:
+        """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``."""
+        groups = [(float(noise_multiplier), self.sample_rate, int(steps))] if steps > 0 else []
+        groups += [(z, 1.0, 1) for z in self.prefix]
+        return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling) if groups else 0.0
+
+    def _check_prefix(self) -> None:
+        if self.prefix and self.epsilon_of(1e6, 0) >= self.epsilon_budget:
+            raise ValueError(f"the releases before training (noise multipliers {list(self.prefix)}) alone spend "
+                             f"epsilon {self.epsilon_of(1e6, 0):.4g} >= privacy.epsilon={self.epsilon_budget}: "
+                             "raise their noise (e.g. method.center_noise_multiplier) or the budget")
+
+    def calibrate(self, steps: int, z0: Optional[float] = None) -> float:
+        """The smallest noise multiplier (to rel_tol) that keeps the prefix plus ``steps`` steps in budget."""
+        self._check_prefix()
+        z = calibrate_noise_multiplier(self.epsilon_budget, self.delta, self.sample_rate, steps, self.sampling,
+                                       rel_tol=self.rel_tol, z0=z0)
+        if self.prefix:  # the prefix spends part of the budget: more noise, found by bisection on log z
+            lo, hi = z, z * 1.05
+            while self.epsilon_of(hi, steps) > self.epsilon_budget:
+                lo, hi = hi, hi * 1.5
+            while hi / lo > 1 + self.rel_tol:  # epsilon_of(hi) <= budget always
+                mid = math.sqrt(lo * hi)
+                if self.epsilon_of(mid, steps) > self.epsilon_budget:
+                    lo = mid
+                else:
+                    hi = mid
+            z = hi
+        self.noise_multiplier = float(z)
+        return self.noise_multiplier
+
+    def use_noise(self, noise_multiplier: float) -> float:
+        """Fix the noise multiplier (the budget then decides how many steps the run may take)."""
+        self.noise_multiplier = float(noise_multiplier)
+        return self.noise_multiplier
+
+    def max_steps(self, requested: Optional[int] = None) -> Optional[int]:
+        """The most steps the budget allows at the ledger's noise (None: ``requested`` steps fit)."""
+        z = self.noise_multiplier
+        if requested and self.epsilon_of(z, int(requested)) <= self.epsilon_budget:
+            return None
+        if not self.prefix:
+            return _steps_in_budget(self.epsilon_budget, self.delta, z, self.sample_rate, self.sampling)
+        self._check_prefix()
+        if self.epsilon_of(z, 0) > self.epsilon_budget:
+            raise ValueError(f"the releases before training alone spend epsilon {self.epsilon_of(z, 0):.4g} > "
+                             f"privacy.epsilon={self.epsilon_budget}")
+        if self.epsilon_of(z, 1) > self.epsilon_budget:
+            return 0
+        lo, hi = 1, 1024
+        while self.epsilon_of(z, hi) <= self.epsilon_budget:
+            lo, hi = hi, hi * 4
+            if hi > 10**9:
+                return 10**9
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.epsilon_of(z, mid) <= self.epsilon_budget:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # ---- what ran ------------------------------------------------------------------------------
+    def release_prefix(self) -> None:
+        """Account the releases made before training (once per run; a resumed run has them)."""
+        for z in self.prefix:
+            self.accountant.step(noise_multiplier=z, sample_rate=1.0)
+
+    def step(self) -> None:
+        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+
+    def epsilon(self) -> float:
+        return self.accountant.get_epsilon(self.delta) if self.accountant.steps else 0.0
+
+    def private_steps(self) -> int:
+        """Per-step mechanism runs (the prefix releases excluded)."""
+        prefix_done = sum(int(h["num_steps"]) for h in self.accountant.history if h["sample_rate"] >= 1.0)
+        return self.accountant.steps - prefix_done
+
+    def cross_check(self) -> Dict[str, float]:
+        """The same history under an independent accountant."""
+        if not self.accountant.steps:
+            return {}
+        poisson = self.sampling == "poisson"
+        acc = OpacusRDPAccountant() if poisson else WangWORAccountant()
+        for h in self.accountant.history:
+            acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"], num_steps=h["num_steps"])
+        return {("opacus_rdp" if poisson else "wang_wor"): acc.get_epsilon(self.delta)}
+
+    def report(self) -> Dict[str, Any]:
+        return {
+            "epsilon_budget": self.epsilon_budget,
+            "epsilon_spent": self.epsilon(),
+            "noise_multiplier": self.noise_multiplier,
+            "sampling": self.sampling,
+            "sample_rate": self.sample_rate,
+            "neighbouring_relation": RELATIONS[self.sampling],
+            "accountant": ("autodp RDP, Poisson-subsampled Gaussian" if self.sampling == "poisson" else
+                           "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)"),
+            "epsilon_cross_check": self.cross_check(),
+            "private_steps": self.private_steps(),
+        }
+
+    def state_dict(self) -> Dict[str, Any]:
+        return self.accountant.state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.accountant.load_state_dict(state)
+
+
+__all__ = ["Ledger", "RELATIONS"]
