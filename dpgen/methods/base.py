@@ -33,7 +33,20 @@ class LedgerState:
 
     def spent_steps(self) -> int:
         """Per-step mechanism runs in the ledger: what ``max_steps`` counts."""
-        return self.ledger_steps()
+        return self.ledger.private_steps() if self.ledger is not None else self.ledger_steps()
+
+    #: the run's :class:`dpgen.privacy.ledger.Ledger` (private subsampled-Gaussian methods), else None
+    ledger = None
+
+    def account(self) -> None:
+        """Record one private step (no-op for non-private methods)."""
+        if self.ledger is not None:
+            self.ledger.step()
+
+    def epsilon(self) -> float:
+        if self.ledger is not None:
+            return self.ledger.epsilon()
+        return 0.0 if not self.private else float("nan")
 
 
 class GenerativeMethod(LedgerState):
@@ -70,12 +83,6 @@ class GenerativeMethod(LedgerState):
     # ---- loss and privacy ----------------------------------------------------------------
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
-
-    def account(self) -> None:
-        """Record one private step (no-op for non-private methods)."""
-
-    def epsilon(self) -> float:
-        return 0.0 if not self.private else float("nan")
 
     def privacy_report(self) -> Dict[str, Any]:
         return {"private": False, "epsilon_spent": 0.0}
@@ -120,15 +127,6 @@ class WORGaussianLedger:
         self.epsilon_budget = float(p.epsilon)
         self.max_steps = self.ledger.max_steps()
         self._apply_union_bound(m, d)
-
-    def account(self) -> None:
-        self.ledger.step()
-
-    def epsilon(self) -> float:
-        return self.ledger.epsilon()
-
-    def spent_steps(self) -> int:
-        return self.ledger.private_steps()
 
     def _apply_union_bound(self, method_cfg, d: int) -> None:
         """Make a random-direction sensitivity bound (bernstein, chernoff) hold over the whole run.

@@ -59,12 +59,6 @@ class DAMethod(LedgerState):
         raise NotImplementedError
 
     # ---- privacy ---------------------------------------------------------------------------
-    def account(self) -> None:
-        pass
-
-    def epsilon(self) -> float:
-        return 0.0
-
     def privacy_report(self) -> Dict[str, Any]:
         return {"private": False, "epsilon_spent": 0.0,
                 "guarantee": "none: non-private baseline (the target data are used without protection)"}

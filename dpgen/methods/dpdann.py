@@ -212,12 +212,6 @@ class DPDANN(DANN):
             v.grad = (v.grad if v.grad is not None else torch.zeros_like(v)) + priv[f"d.{k}"]
         return {"loss": float((lc + ls).detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(ls.detach())}
 
-    def account(self) -> None:
-        self.ledger.step()
-
-    def epsilon(self) -> float:
-        return self.ledger.epsilon()
-
     def privacy_report(self) -> Dict[str, Any]:
         return {
             "private": True,

@@ -129,12 +129,6 @@ class _PrivateMixin:
         # None: every requested step fits in the budget (one accountant call, no search)
         self.max_steps = self.ledger.max_steps(self.steps_requested)
 
-    def account(self) -> None:
-        self.ledger.step()
-
-    def epsilon(self) -> float:
-        return self.ledger.epsilon()
-
     def privacy_report(self) -> Dict[str, Any]:
         return {
             "private": True,
