@@ -32,7 +32,6 @@ from typing import Any, Dict
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
 from dpgen.methods.dpsgd import DPSGD, FRAMEWORK, attack_probability
 
@@ -281,11 +280,9 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
 
 
 def run_classification(cfg, output_dir: Path | None = None) -> Dict[str, Any]:
-    from dpgen.utils.io import atomic_write_text
+    from dpgen.utils.run_dir import start_run_dir
 
-    out = Path(output_dir) if output_dir is not None else Path("outputs/classification")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    out = start_run_dir(cfg, output_dir, "classification")
     m = train_classifier(cfg, out)
     print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
           f"{m['train_seconds']:.1f} s training on {m['device']}; test accuracy {m['test_acc']:.2f}%")

@@ -33,7 +33,6 @@ from typing import Any, Dict
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from dpgen.methods.da_dpswd import DADPSWD, DASWD
 from dpgen.methods.dann import DANN
@@ -248,11 +247,9 @@ def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
 
 
 def run_domain_adaptation(cfg, output_dir: Path | None = None) -> Dict[str, Any]:
-    from dpgen.utils.io import atomic_write_text
+    from dpgen.utils.run_dir import start_run_dir
 
-    out = Path(output_dir) if output_dir is not None else Path("outputs/domain_adaptation")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    out = start_run_dir(cfg, output_dir, "domain_adaptation")
     m = train_domain_adaptation(cfg, out)
     p = m["privacy"]
     print(f"\n{m['method']} on {m['problem']} ({m['source']} -> {m['target']}): {m['steps']} steps "

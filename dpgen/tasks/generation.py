@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from omegaconf import OmegaConf
 
 
 def run_generation(cfg, output_dir: Path | None = None) -> Dict[str, Any]:
     from dpgen.train import train_generative
-    from dpgen.utils.io import atomic_write_text
+    from dpgen.utils.run_dir import start_run_dir
 
-    out = Path(output_dir) if output_dir is not None else Path("outputs/generation")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    out = start_run_dir(cfg, output_dir, "generation")
     m = train_generative(cfg, out)
     p = m["privacy"]
     print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "

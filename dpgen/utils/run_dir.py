@@ -92,3 +92,16 @@ def claim_run_dir(folder, resume) -> Path:
 
 
 __all__ = ["LOCK_NAME", "RunDirBusy", "claim_run_dir"]
+
+
+def start_run_dir(cfg, output_dir, default: str) -> Path:
+    """The run folder (``output_dir``, else ``outputs/<default>``), created, with the run's resolved
+    ``config.yaml`` written atomically: every task's folder says what ran."""
+    from omegaconf import OmegaConf
+
+    from dpgen.utils.io import atomic_write_text
+
+    out = Path(output_dir) if output_dir is not None else Path("outputs") / default
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    return out
