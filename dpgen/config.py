@@ -56,23 +56,12 @@ class MethodConfig:
 
 
 @dataclass
-class DPSWDConfig(MethodConfig):
-    """DP-SWD (dp-swd.txt): k random unit directions, Gaussian noise on every projection."""
+class SWDConfig(MethodConfig):
+    """Sliced Wasserstein generator loss (non-private) and the compared space DP-SWD shares with it."""
 
-    name: str = "dpswd"
+    name: str = "swd"
+    private: bool = False
     k: int = 1000
-    #: sensitivity bound: bernstein (Lemma 2, rigorous), clt (section 3.1, approximate),
-    #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein),
-    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta)
-    bound: str = "bernstein"
-    #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
-    convention: str = "paper_text"
-    #: fraction of delta given to the sensitivity bound (Prop. 2 uses 1/2)
-    delta_split: float = 0.5
-    #: bernstein / chernoff: evaluate the per-step bound at delta_bound / (q T) so that it holds over
-    #: every step touching a record (union bound); false: the paper's per-step reading (the report
-    #: then says the guarantee does not hold)
-    union_bound: bool = True
     #: order of the sliced Wasserstein distance (1 or 2)
     order: int = 2
     #: d of the space the distributions are compared in (null: the row's dimension; smaller: a fixed
@@ -87,29 +76,19 @@ class DPSWDConfig(MethodConfig):
     #: compare images through their keep x keep lowest 2-D DCT frequencies per channel (a fixed
     #: contraction; null: all pixels). See dpgen.methods.dpswd.LowPass
     compare_lowpass: Optional[int] = None
-    #: subtract a center from every record before the row bound: none | dp_mean (the mean record,
-    #: released once by a Gaussian mechanism with center_noise_multiplier and composed in the ledger;
-    #: the row bound then spends its norm on what distinguishes records, not on what they share)
+    #: subtract a center from every record before the row bound: none | dp_mean (DP-SWD: the mean
+    #: record, released once by a Gaussian mechanism with center_noise_multiplier and composed in the
+    #: ledger; SWD: the exact mean, the same compared space without noise)
     center: str = "none"
-    center_noise_multiplier: float = 5.0
     #: noisy copies of each generated row in the loss (1: Algorithm 1; m > 1 averages the generated
     #: side's smoothing noise over m draws: lower-variance gradients, same privacy)
     fake_copies: int = 1
-    #: how private rows are bounded to ||x|| <= 1/2 (Lemma 2): clip (per row) or scale (constant)
+    #: how private rows are bounded to ||x|| <= 1/2 (Lemma 2): clip (per row) or scale (constant, then clip)
     row_bound: str = "clip"
-    #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes the noise
-    #: (sigma = noise_multiplier * sqrt(w)) and the run stops when the budget is spent
-    noise_multiplier: Optional[float] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.noise_multiplier is not None:
-            check_positive(self.noise_multiplier, "method.noise_multiplier")
         self.k = check_positive_int(self.k, "method.k", "the number of random projections")
-        _choice(self.bound, "method.bound", BOUNDS)
-        _choice(self.convention, "method.convention", CONVENTIONS)
-        if not 0.0 < self.delta_split < 1.0:
-            raise ConfigError(f"method.delta_split={self.delta_split} is invalid: it must lie in (0, 1).")
         _choice(self.order, "method.order", (1, 2))
         if self.compare_dim is not None:
             check_positive_int(self.compare_dim, "method.compare_dim")
@@ -119,36 +98,48 @@ class DPSWDConfig(MethodConfig):
         _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
         check_positive_int(self.fake_copies, "method.fake_copies")
         _choice(self.center, "method.center", ("none", "dp_mean"))
-        check_positive(self.center_noise_multiplier, "method.center_noise_multiplier")
         if self.compare_lowpass is not None:
             check_positive_int(self.compare_lowpass, "method.compare_lowpass")
+
+
+@dataclass
+class DPSWDConfig(SWDConfig):
+    """DP-SWD (dp-swd.txt): k random unit directions, Gaussian noise on every projection."""
+
+    name: str = "dpswd"
+    private: bool = True
+    #: sensitivity bound: bernstein (Lemma 2, rigorous), clt (section 3.1, approximate),
+    #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein),
+    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta)
+    bound: str = "bernstein"
+    #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
+    convention: str = "paper_text"
+    #: fraction of delta given to the sensitivity bound (Prop. 2 uses 1/2)
+    delta_split: float = 0.5
+    #: bernstein / chernoff: evaluate the per-step bound at delta_bound / (q T) so that it holds over
+    #: every step touching a record (union bound); false: the paper's per-step reading (the report
+    #: then says the guarantee does not hold)
+    union_bound: bool = True
+    #: noise multiplier of the DP mean released once before training (center=dp_mean)
+    center_noise_multiplier: float = 5.0
+    #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes the noise
+    #: (sigma = noise_multiplier * sqrt(w)) and the run stops when the budget is spent
+    noise_multiplier: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
+        _choice(self.bound, "method.bound", BOUNDS)
+        _choice(self.convention, "method.convention", CONVENTIONS)
+        if not 0.0 < self.delta_split < 1.0:
+            raise ConfigError(f"method.delta_split={self.delta_split} is invalid: it must lie in (0, 1).")
+        check_positive(self.center_noise_multiplier, "method.center_noise_multiplier")
         if self.row_bound == "none":
             import warnings
 
             warnings.warn("method.row_bound=none: private rows are not bounded, so the (epsilon, delta) "
                           "guarantee does NOT hold; use it only to reproduce the paper's setting.", stacklevel=2)
-
-
-@dataclass
-class SWDConfig(MethodConfig):
-    name: str = "swd"
-    private: bool = False
-    k: int = 1000
-    order: int = 2
-    compare_dim: Optional[int] = None
-    label_weight: Optional[float] = None
-    label_mode: str = "concat"
-    compare_lowpass: Optional[int] = None
-    #: none | dp_mean (for SWD: the exact mean, the same compared space as DP-SWD without noise)
-    center: str = "none"
-    row_bound: str = "clip"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive_int(self.k, "method.k", "the number of random projections")
-        _choice(self.order, "method.order", (1, 2))
-        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none", "batch_max"))
-        _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
 
 
 @dataclass

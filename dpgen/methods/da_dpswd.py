@@ -61,15 +61,15 @@ class DASWD(DAMethod):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)
         m = cfg.method
         self.k = int(cfg.task.k if cfg.task.k is not None else m.k)
-        self.order = int(getattr(m, "order", 2))
-        self.row_bound = getattr(m, "row_bound", "clip")
+        self.order = int(m.order)
+        self.row_bound = m.row_bound
         bound_representation(torch.zeros(1, 1), self.row_bound)  # validate the choice now
         self.target_grad = cfg.task.target_grad
         self.sigma = 0.0
         #: bound=frame: directions drawn as stacked orthonormal blocks (its exact sensitivity needs them)
         self.frame = self.private and getattr(m, "bound", None) == "frame"
         #: SWD_2^2 x d (task.sliced_scale=dim): the distance in the rows' own units (post-processing)
-        self.scale = float(self.feat_dim) if getattr(cfg.task, "sliced_scale", "dim") == "dim" else 1.0
+        self.scale = float(self.feat_dim) if cfg.task.sliced_scale == "dim" else 1.0
 
     def release_target(self, zt: torch.Tensor, U: torch.Tensor, noise: torch.Tensor = None) -> torch.Tensor:
         """The target side of the distance: bounded rows projected on U, plus N(0, sigma^2) noise."""

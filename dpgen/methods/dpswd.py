@@ -163,16 +163,16 @@ class SWD(GenerativeMethod):
         self.k = int(m.k)
         self.order = int(m.order)
         self.num_classes = int(num_classes)
-        lw = getattr(m, "label_weight", None)
+        lw = m.label_weight
         # default: 0.5 sqrt(d), the norm of a half-lit [0, 1] image, so the label weighs like the pixels
         self.label_weight = 0.5 * math.sqrt(max(data_dim, 1)) if lw is None else float(lw)
-        self.row_bound = getattr(m, "row_bound", "clip")
-        self.label_mode = getattr(m, "label_mode", "concat")
+        self.row_bound = m.row_bound
+        self.label_mode = m.label_mode
         tensor = self.label_mode == "tensor" and num_classes > 0
         self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes and not tensor else 0.0))
         self.sigma = 0.0
-        self.frame = getattr(m, "bound", None) == "frame"
-        lp = getattr(m, "compare_lowpass", None)
+        self.frame = getattr(m, "bound", None) == "frame"  # DP-SWD only
+        lp = m.compare_lowpass
         self.lowpass = None
         if lp:
             if not image_shape or len(image_shape) != 3:
@@ -180,16 +180,16 @@ class SWD(GenerativeMethod):
                                  "set method.compare_lowpass=null")
             self.lowpass = LowPass(tuple(image_shape), int(lp))
             data_dim = self.lowpass.out_dim
-        self.fake_copies = int(getattr(m, "fake_copies", 1) or 1)
-        self.center_mode = getattr(m, "center", "none") or "none"
-        self.center_noise_multiplier = float(getattr(m, "center_noise_multiplier", 5.0) or 5.0)
+        self.fake_copies = int(m.fake_copies)
+        self.center_mode = m.center
+        self.center_noise_multiplier = float(getattr(m, "center_noise_multiplier", 0.0))  # DP-SWD only
         self.center = None  # set by prepare_data (dp_mean) or load_state_dict
         self.center_info: Dict[str, Any] = {}
         if tensor:
             row_dim = data_dim * num_classes
         else:
             row_dim = data_dim + (num_classes if (num_classes and self.label_weight > 0) else 0)
-        cd = getattr(m, "compare_dim", None)
+        cd = m.compare_dim
         self.compress = OrthoCompression(row_dim, int(cd), seed=0) if cd and int(cd) < row_dim else None
         if cd and int(cd) > row_dim:
             raise ValueError(f"method.compare_dim={cd} is larger than the rows ({row_dim}): lower it or set null")
