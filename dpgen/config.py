@@ -143,13 +143,12 @@ class DPSWDConfig(SWDConfig):
 
 
 @dataclass
-class DPSinkhornConfig(MethodConfig):
-    """DP-Sinkhorn (dp-sinkhorn.txt): image-gradient clip C and noise 2 C sigma, Poisson batches."""
+class SinkhornConfig(MethodConfig):
+    """The Sinkhorn-divergence generator loss (non-private) and its adversarial variant (Eq. 6)."""
 
-    name: str = "dpsinkhorn"
+    name: str = "sinkhorn"
+    private: bool = False
     sampling: str = "poisson"
-    clip: float = 0.5
-    noise_multiplier: float = 1.1
     #: entropy regularisation of the Sinkhorn divergence (0.05 MNIST, 5 CelebA)
     entropy_reg: float = 0.05
     alpha_c: float = 15.0
@@ -161,6 +160,30 @@ class DPSinkhornConfig(MethodConfig):
     alpha_a: float = 10.0
     feature_lr: float = 1e-4
     num_partitions: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.entropy_reg, "method.entropy_reg", "the entropy regularisation epsilon")
+        if self.alpha_c < 0 or self.alpha_a < 0:
+            raise ConfigError(f"method.alpha_c={self.alpha_c} / method.alpha_a={self.alpha_a} is invalid: both must "
+                              "be >= 0.")
+        _choice(self.backend, "method.backend", ("auto", "tensorized", "online"))
+        if not 0.0 < self.scaling < 1.0:
+            raise ConfigError(f"method.scaling={self.scaling} is invalid: geomloss' epsilon-scaling ratio lies in "
+                              "(0, 1).")
+        check_positive(self.feature_lr, "method.feature_lr")
+        if self.num_partitions is not None:
+            check_positive_int(self.num_partitions, "method.num_partitions")
+
+
+@dataclass
+class DPSinkhornConfig(SinkhornConfig):
+    """DP-Sinkhorn (dp-sinkhorn.txt): image-gradient clip C and noise 2 C sigma, Poisson batches."""
+
+    name: str = "dpsinkhorn"
+    private: bool = True
+    clip: float = 0.5
+    noise_multiplier: float = 1.1
     #: dpsinkhorn_param only: per_sample (DP-SGD on the record-separable dual bound) | batch (the batch gradient)
     clip_mode: str = "per_sample"
 
@@ -169,38 +192,6 @@ class DPSinkhornConfig(MethodConfig):
         _choice(self.clip_mode, "method.clip_mode", ("per_sample", "batch"))
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
         check_positive(self.noise_multiplier, "method.noise_multiplier")
-        check_positive(self.entropy_reg, "method.entropy_reg")
-        _check_sinkhorn_fields(self)
-
-
-def _check_sinkhorn_fields(c) -> None:
-    check_positive(c.entropy_reg, "method.entropy_reg", "the entropy regularisation epsilon")
-    if c.alpha_c < 0 or c.alpha_a < 0:
-        raise ConfigError(f"method.alpha_c={c.alpha_c} / method.alpha_a={c.alpha_a} is invalid: both must be >= 0.")
-    _choice(c.backend, "method.backend", ("auto", "tensorized", "online"))
-    if not 0.0 < c.scaling < 1.0:
-        raise ConfigError(f"method.scaling={c.scaling} is invalid: geomloss' epsilon-scaling ratio lies in (0, 1).")
-    check_positive(c.feature_lr, "method.feature_lr")
-    if c.num_partitions is not None:
-        check_positive_int(c.num_partitions, "method.num_partitions")
-
-
-@dataclass
-class SinkhornConfig(MethodConfig):
-    name: str = "sinkhorn"
-    private: bool = False
-    sampling: str = "poisson"
-    entropy_reg: float = 0.05
-    alpha_c: float = 15.0
-    backend: str = "tensorized"
-    scaling: float = 0.5
-    alpha_a: float = 10.0
-    feature_lr: float = 1e-4
-    num_partitions: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_sinkhorn_fields(self)
 
 
 @dataclass
