@@ -50,6 +50,9 @@ class MethodConfig:
     private: bool = True
     #: sampling scheme of the real batches (decides the accountant's amplification)
     sampling: str = "without_replacement"
+    #: dotted path of the method's class (``package.module.Class``); null: dpgen's own method of this
+    #: name. A new method is one Python file plus one YAML naming it here (docs/EXTENDING.md)
+    target: Optional[str] = None
 
     def __post_init__(self) -> None:
         _choice(self.sampling, "method.sampling", SAMPLINGS)
@@ -584,6 +587,7 @@ def register_configs() -> None:
 
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
+    cs.store(group="schema/method", name="base", node=MethodConfig)  # a new method's YAML extends this
     for name, node in [
         ("dpswd", DPSWDConfig),
         ("swd", SWDConfig),

@@ -19,8 +19,22 @@ METHODS.update({"sinkhorn": Sinkhorn, "dpsinkhorn": DPSinkhorn, "dpsinkhorn_para
                 "sinkhorn_adv": AdversarialSinkhorn, "dpsinkhorn_adv": AdversarialDPSinkhorn})
 
 
+def load_class(target: str, key: str = "method.target"):
+    """The class a dotted path ``package.module.Class`` names, or a ValueError naming the bad value."""
+    import importlib
+
+    module, _, attr = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"{key}={target!r} cannot be imported ({e}): give package.module.Class of a module on "
+                         "the Python path") from None
+
+
 def make_method(cfg, **kwargs) -> GenerativeMethod:
     name = cfg.method.name
+    if cfg.method.target:  # a method outside dpgen (docs/EXTENDING.md)
+        return load_class(cfg.method.target)(cfg, **kwargs)
     if name not in METHODS:
         raise ValueError(
             f"method={name!r} cannot train task={cfg.task.name!r} yet: trainable methods are "
@@ -29,4 +43,4 @@ def make_method(cfg, **kwargs) -> GenerativeMethod:
     return METHODS[name](cfg, **kwargs)
 
 
-__all__ = ["GenerativeMethod", "METHODS", "make_method"]
+__all__ = ["GenerativeMethod", "METHODS", "load_class", "make_method"]
