@@ -376,14 +376,16 @@ class DADatasetConfig(DatasetConfig):
 # privacy/, task/, logger/, trainer
 # ------------------------------------------------------------------------------------------------
 
-ACCOUNTANT_NAMES = ("rdp", "opacus_rdp", "opacus_prv", "moments")
+ACCOUNTANT_NAMES = ("rdp", "opacus_rdp", "opacus_prv", "moments", "pld")
 
 
 @dataclass
 class PrivacyConfig:
     epsilon: float = 10.0
     delta: float = 1e-5
-    #: main accountant (rdp: autodp; opacus_rdp, opacus_prv and moments need Poisson sampling)
+    #: main accountant: rdp (autodp, both samplings); opacus_rdp, opacus_prv, moments and pld (Google's
+    #: dp-accounting PLD, the tightest) need Poisson sampling. The ledger of a Poisson method (DP-Sinkhorn
+    #: and its variants, DP-DANN) calibrates with it; autodp stays its cross-check
     accountant: str = "rdp"
     #: independent accountants reported beside the main one
     cross_check: List[str] = field(default_factory=lambda: ["moments", "opacus_rdp"])

@@ -17,7 +17,7 @@ def _cfg(**method):
     m = dict(name="dpsinkhorn", private=True, sampling="poisson", clip=0.5, noise_multiplier=1.1, entropy_reg=0.05,
              alpha_c=15.0, backend="tensorized", scaling=0.5, alpha_a=10.0, feature_lr=1e-3, num_partitions=None)
     m.update(method)
-    return SimpleNamespace(method=SimpleNamespace(**m), privacy=SimpleNamespace(epsilon=10.0, delta=1e-5))
+    return SimpleNamespace(method=SimpleNamespace(**m), privacy=SimpleNamespace(epsilon=10.0, delta=1e-5, accountant="rdp"))
 
 
 def _batch(n, seed=0, shape=(1, 8, 8)):

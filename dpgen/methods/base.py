@@ -115,7 +115,7 @@ class WORGaussianLedger:
         db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
         self.sample_rate = batch_size / n_private
         self.ledger = Ledger(epsilon=p.epsilon, delta=dr, sampling="without_replacement", sample_rate=self.sample_rate,
-                             prefix=prefix, rel_tol=p.rel_tol)
+                             prefix=prefix, rel_tol=p.rel_tol, accountant=p.accountant)
         self.accountant = self.ledger.accountant
         # null: calibrated for the run's steps; a number fixes the noise and the budget decides the steps
         z = self.ledger.calibrate(steps) if m.noise_multiplier is None else self.ledger.use_noise(m.noise_multiplier)

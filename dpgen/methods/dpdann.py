@@ -157,7 +157,7 @@ class DPDANN(DANN):
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
         self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=self.sample_rate,
-                             rel_tol=p.rel_tol)
+                             rel_tol=p.rel_tol, accountant=p.accountant)
         self.accountant = self.ledger.accountant
         self.noise_multiplier = (self.ledger.calibrate(steps) if m.noise_multiplier is None else
                                  self.ledger.use_noise(m.noise_multiplier))

@@ -118,8 +118,10 @@ class _PrivateMixin:
                                    sample_rate=float(sample_rate))
         from dpgen.privacy.ledger import Ledger
 
+        # the noise is given: the ledger's accountant (privacy.accountant for Poisson batches) sets the budget
         self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling=self.accountant_sampling,
-                             sample_rate=sample_rate)  # the noise is given: nothing to calibrate
+                             sample_rate=sample_rate,
+                             accountant=p.accountant if self.accountant_sampling == "poisson" else "rdp")
         self.accountant = self.ledger.accountant
         self.noise_multiplier = self.ledger.use_noise(m.noise_multiplier)
         self.sample_rate = float(sample_rate)

@@ -24,23 +24,28 @@ import math
 from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence
 
-from dpgen.privacy.accountants import OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon
+from dpgen.privacy.accountants import (OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon,
+                                       make_accountant)
 from dpgen.privacy.calibration import calibrate_noise_multiplier, steps_to_epsilon
 
 RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q)",
              "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
 
 
+ACCOUNTANT_TEXT = {"rdp": "autodp RDP", "pld": "dp-accounting PLD", "opacus_rdp": "opacus RDP",
+                   "opacus_prv": "opacus PRV", "moments": "moments accountant (Abadi et al.)"}
+
+
 @lru_cache(maxsize=256)
-def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling: str) -> int:
-    return steps_to_epsilon(epsilon, delta, z, q, sampling)
+def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling: str, accountant: str) -> int:
+    return steps_to_epsilon(epsilon, delta, z, q, sampling, accountant)
 
 
 class Ledger:
     """The privacy ledger of one run (see the module doc)."""
 
     def __init__(self, *, epsilon: float, delta: float, sampling: str, sample_rate: float,
-                 prefix: Sequence[float] = (), rel_tol: float = 1e-3) -> None:
+                 prefix: Sequence[float] = (), rel_tol: float = 1e-3, accountant: str = "rdp") -> None:
         self.epsilon_budget = float(epsilon)
         self.delta = float(delta)
         self.sampling = sampling
@@ -48,7 +53,16 @@ class Ledger:
         #: noise multipliers of the full-batch releases made before training (each accounted once)
         self.prefix = tuple(float(z) for z in prefix)
         self.rel_tol = float(rel_tol)
-        self.accountant = RDPAccountant(sampling=sampling)
+        #: the accountant that calibrates and keeps the ledger (privacy.accountant); autodp RDP by default,
+        #: the only one here for sampling without replacement
+        self.accountant_name = accountant
+        if accountant == "rdp":
+            self.accountant = RDPAccountant(sampling=sampling)
+        else:
+            self.accountant = make_accountant(accountant)
+            if getattr(self.accountant, "sampling", sampling) != sampling:
+                raise ValueError(f"privacy.accountant={accountant} analyses Poisson sampling only; this method samples "
+                                 f"{sampling}: use privacy.accountant=rdp")
         self.noise_multiplier: Optional[float] = None
 
     # ---- the composition ----------------------------------------------------------------------
@@ -56,7 +70,14 @@ class Ledger:
         """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``."""
         groups = [(float(noise_multiplier), self.sample_rate, int(steps))] if steps > 0 else []
         groups += [(z, 1.0, 1) for z in self.prefix]
-        return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling) if groups else 0.0
+        if not groups:
+            return 0.0
+        if self.accountant_name == "rdp":
+            return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling)
+        acc = make_accountant(self.accountant_name)
+        for z, q, n in groups:
+            acc.step(noise_multiplier=z, sample_rate=q, num_steps=n)
+        return acc.get_epsilon(self.delta)
 
     def _check_prefix(self) -> None:
         if self.prefix and self.epsilon_of(1e6, 0) >= self.epsilon_budget:
@@ -68,7 +89,7 @@ class Ledger:
         """The smallest noise multiplier (to rel_tol) that keeps the prefix plus ``steps`` steps in budget."""
         self._check_prefix()
         z = calibrate_noise_multiplier(self.epsilon_budget, self.delta, self.sample_rate, steps, self.sampling,
-                                       rel_tol=self.rel_tol, z0=z0)
+                                       accountant=self.accountant_name, rel_tol=self.rel_tol, z0=z0)
         if self.prefix:  # the prefix spends part of the budget: more noise, found by bisection on log z
             lo, hi = z, z * 1.05
             while self.epsilon_of(hi, steps) > self.epsilon_budget:
@@ -94,7 +115,8 @@ class Ledger:
         if requested and self.epsilon_of(z, int(requested)) <= self.epsilon_budget:
             return None
         if not self.prefix:
-            return _steps_in_budget(self.epsilon_budget, self.delta, z, self.sample_rate, self.sampling)
+            return _steps_in_budget(self.epsilon_budget, self.delta, z, self.sample_rate, self.sampling,
+                                    self.accountant_name)
         self._check_prefix()
         if self.epsilon_of(z, 0) > self.epsilon_budget:
             raise ValueError(f"the releases before training alone spend epsilon {self.epsilon_of(z, 0):.4g} > "
@@ -132,14 +154,20 @@ class Ledger:
         return self.accountant.steps - prefix_done
 
     def cross_check(self) -> Dict[str, float]:
-        """The same history under an independent accountant."""
+        """The same history under independent accountants (autodp too when it did not keep the ledger)."""
         if not self.accountant.steps:
             return {}
         poisson = self.sampling == "poisson"
-        acc = OpacusRDPAccountant() if poisson else WangWORAccountant()
-        for h in self.accountant.history:
-            acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"], num_steps=h["num_steps"])
-        return {("opacus_rdp" if poisson else "wang_wor"): acc.get_epsilon(self.delta)}
+        others = {("opacus_rdp" if poisson else "wang_wor"): OpacusRDPAccountant() if poisson else WangWORAccountant()}
+        if self.accountant_name != "rdp":
+            others["autodp_rdp"] = RDPAccountant(sampling=self.sampling)
+        out = {}
+        for name, acc in others.items():
+            for h in self.accountant.history:
+                acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"],
+                         num_steps=h["num_steps"])
+            out[name] = acc.get_epsilon(self.delta)
+        return out
 
     def report(self) -> Dict[str, Any]:
         return {
@@ -149,8 +177,9 @@ class Ledger:
             "sampling": self.sampling,
             "sample_rate": self.sample_rate,
             "neighbouring_relation": RELATIONS[self.sampling],
-            "accountant": ("autodp RDP, Poisson-subsampled Gaussian" if self.sampling == "poisson" else
-                           "autodp RDP, subsampled Gaussian without replacement (Wang et al. 2019)"),
+            "accountant": (f"{ACCOUNTANT_TEXT.get(self.accountant_name, self.accountant_name)} (calibrated the noise "
+                           "and keeps the ledger), " + ("Poisson-subsampled Gaussian" if self.sampling == "poisson" else
+                                                        "subsampled Gaussian without replacement (Wang et al. 2019)")),
             "epsilon_cross_check": self.cross_check(),
             "private_steps": self.private_steps(),
         }
