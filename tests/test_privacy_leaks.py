@@ -414,3 +414,17 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
     assert s["sigma"] == pytest.approx(4.3866, abs=1e-3)
     assert s["guarantee_holds"] is False and s["sigma_union_bound"] > s["sigma"]
     assert any("union bound" in line for line in out["lines"])
+
+
+def test_resume_of_a_fixed_noise_run_asking_many_more_steps_stops_at_the_budget(tmp_path):
+    """DP-Sinkhorn's noise is fixed; its first run fits the budget ("max_steps None"). A resume asking
+    for far more steps must still stop where the ledger's budget ends."""
+    from dpgen.train import train_generative
+
+    args = ["method=dpsinkhorn", "model.generator=mlp", "privacy.epsilon=2", "trainer.epochs=null",
+            "trainer.batch_size=50", "trainer.log_every=1000"]
+    m1 = train_generative(_cfg(*args, "trainer.steps=2"), tmp_path)
+    assert m1["privacy"]["epsilon_spent"] < 2 and m1["steps"] == 2
+    m2 = train_generative(_cfg(*args, "trainer.steps=100000", "resume=true"), tmp_path)
+    p = m2["privacy"]
+    assert p["epsilon_spent"] <= 2.0 and m2["stop_reason"].startswith("privacy budget") and 2 < m2["steps"] < 100000

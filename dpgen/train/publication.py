@@ -110,6 +110,11 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int]) -> in
     """
     if not method.private or not method.accounts_steps:
         return int(requested)
+    ledger = getattr(method, "ledger", None)
+    if max_steps is None and ledger is not None:
+        # "None" meant: the steps the method was built for fit the budget. A resumed run may ask for
+        # more, so ask the ledger about the steps asked now (None again: they fit too)
+        max_steps = ledger.max_steps(int(requested))
     cap = int(requested) if max_steps is None else min(int(requested), int(max_steps))
     return int(step) + max(0, cap - int(method.spent_steps()))
 
