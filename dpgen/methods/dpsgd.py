@@ -136,6 +136,7 @@ class DPSGD:
         batch_size: Optional[int] = None,
         private: bool = True,
         chunk_size: Optional[int] = None,
+        ledger=None,
     ) -> None:
         from dpgen.privacy.accountants import make_accountant
 
@@ -179,9 +180,12 @@ class DPSGD:
                 raise PrivacyParameterError(
                     f"method.pair_examples={pair_examples} is larger than trainer.batch_size={batch_size}: "
                     "the pairs come from the batch; lower method.pair_examples.")
+        #: the run's dpgen.privacy.ledger.Ledger (moments accountant: calibration and budget); its
+        #: accountant is the "moments" one below, so the ledger and the reported DP epsilon are one
+        self.ledger = ledger
         for a in names:
             if a == "moments":
-                self.accountants[a] = make_accountant("moments")
+                self.accountants[a] = ledger.accountant if ledger is not None else make_accountant("moments")
                 self.deltas[a] = check_delta(delta, "privacy.delta")
             elif a == "rdp":
                 self.accountants[a] = make_accountant("rdp", sampling="poisson")

@@ -38,21 +38,21 @@ from dpgen.methods.dpsgd import DPSGD, FRAMEWORK, attack_probability
 
 def make_dpsgd(cfg, n: int, steps: int) -> DPSGD:
     """The method object of a run: calibrated (or given) noise and the configured accountants."""
-    from dpgen.privacy.calibration import calibrate_noise_multiplier
+    from dpgen.privacy.ledger import Ledger
 
-    m, t = cfg.method, cfg.trainer
+    m, t, p = cfg.method, cfg.trainer, cfg.privacy
     q = t.batch_size / n
     common = dict(clip=m.clip, sample_rate=q, expected_batch_size=q * n, batch_size=t.batch_size,
                   chunk_size=m.chunk_size)
     if not m.private:
         return DPSGD(private=False, **common)
-    z = m.noise_multiplier
-    if z is None:
-        z = calibrate_noise_multiplier(cfg.privacy.epsilon, cfg.privacy.delta, q, steps, sampling="poisson",
-                                       accountant="moments", rel_tol=cfg.privacy.rel_tol)
-    return DPSGD(noise_multiplier=z, accountants=list(m.accountants), delta=cfg.privacy.delta,
-                 bdp_delta=m.bdp_delta, wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta,
-                 pair_examples=m.pair_examples, total_steps=steps, **common)
+    # the ledger: the moments accountant (the WDP paper's DP column) calibrates and keeps the budget
+    ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant="moments",
+                    rel_tol=p.rel_tol)
+    z = ledger.calibrate(steps) if m.noise_multiplier is None else ledger.use_noise(m.noise_multiplier)
+    return DPSGD(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
+                 wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta, pair_examples=m.pair_examples,
+                 total_steps=steps, ledger=ledger, **common)
 
 
 @torch.no_grad()
@@ -73,7 +73,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     from dpgen.data import as_tensors, load_dataset
     from dpgen.models.classifiers import make_classifier
     from dpgen.models.generators import count_parameters
-    from dpgen.privacy.calibration import steps_for_epochs, steps_to_epsilon
+    from dpgen.privacy.calibration import steps_for_epochs
     from dpgen.train.checkpoint import Checkpointer
     from dpgen.train.publication import Publisher, finite_gradients, stop_step
     from dpgen.train.trainer import (EMA, TrainingError, load_checkpoint, make_optimizer, mechanism_generators,
@@ -111,8 +111,7 @@ def train_classifier(cfg, output_dir) -> Dict[str, Any]:
     stop_reason = "completed"
     max_steps = None  # the steps the budget allows in total
     if method.private and cfg.method.noise_multiplier is not None:
-        max_steps = steps_to_epsilon(cfg.privacy.epsilon, cfg.privacy.delta, method.noise_multiplier,
-                                     method.sample_rate, sampling="poisson", accountant="moments")
+        max_steps = method.ledger.max_steps()
         if max_steps == 0:
             raise ValueError(f"privacy.epsilon={cfg.privacy.epsilon} at delta={cfg.privacy.delta} is spent by not even one "
                              f"step with method.noise_multiplier={method.noise_multiplier} at q={method.sample_rate:.4g}: "
