@@ -162,7 +162,7 @@ class Publisher:
     ledger, then writes the checkpoint.
     """
 
-    def __init__(self, cfg, output_dir, method, settings: Dict[str, Any], config_dict=None) -> None:
+    def __init__(self, cfg, output_dir, method, settings: Dict[str, Any]) -> None:
         from dpgen.train.loggers import make_logger
 
         out = Path(output_dir)
@@ -170,7 +170,7 @@ class Publisher:
         self.ledger = LedgerFile(out)
         self.method = method
         self.settings = settings
-        self.logger = make_logger(cfg, out, config_dict)
+        self.logger = make_logger(cfg, out)
 
     def persist(self) -> None:
         if self.method.private:
