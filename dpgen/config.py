@@ -340,6 +340,9 @@ class DatasetConfig:
     #: let torchvision download the files (needs network)
     download: bool = False
     description: str = ""
+    #: a loader outside dpgen, ``package.module.function(data_root, split, download, **options)``
+    #: returning an ArrayDataset (docs/EXTENDING.md); null: dpgen's loader for ``name``
+    loader: Optional[str] = None
 
     def __post_init__(self) -> None:
         check_positive_int(self.n_train, "dataset.n_train")

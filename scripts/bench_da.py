@@ -11,7 +11,7 @@
 
    and the largest difference between their clipped sums (they compute the same quantity).
 2. Training steps per second of DANN, SWD, DP-SWD and DP-DANN on the U-M preset's networks and batch
-   size (one step = the method's compute_grads + Adam + accountant step), on random images: the data's
+   size (one step = the method's step + Adam + accountant step), on random images: the data's
    content does not change the cost. A paper-length U-M run is 7,900 such steps.
 
     python scripts/bench_da.py [--repeats 5] [--steps 40] [--threads 1]
@@ -71,6 +71,7 @@ def bench_steps(steps: int):
     from dpgen.models.da_nets import make_da_nets
     from dpgen.config import compose_preset
     from dpgen.tables.dpswd_da import VARIANTS
+    from dpgen.methods.da_base import DABatch
     from dpgen.tasks.domain_adaptation import DA_METHODS
 
     print(f"Domain-adaptation training steps (U-M preset networks, B = {B}, random 28 x 28 images):")
@@ -87,10 +88,10 @@ def bench_steps(steps: int):
         xt = torch.rand(10000, 1, 28, 28)
 
         def step(i):
-            idx_t = method.sample_target(10000, B, sampler)
+            idx_t = method.sample_batch(10000, B, sampler)
             idx_s = torch.randint(0, 1000, (B,))
             opt.zero_grad(set_to_none=True)
-            method.compute_grads(g, h, xs[idx_s], ys[idx_s], xt[idx_t], i / steps)
+            method.step({"g": g, "h": h}, DABatch(xs[idx_s], ys[idx_s], xt[idx_t], i / steps))
             opt.step()
             method.account()
 

@@ -7,10 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from dpgen.config import ConfigError, register_configs, validate
+from dpgen.config import ConfigError, compose_config
 from dpgen.methods.dpswd import bound_rows, compared_rows
 from dpgen.privacy.dpswd import (
     calibrate_dpswd_sigma,
@@ -21,15 +19,11 @@ from dpgen.privacy.dpswd import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-register_configs()
 
 
 def _cfg(*overrides):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        c = compose(config_name="config", overrides=["trainer.progress=false", "task.n_synthetic=500",
-                                                     "task.eval_max_epochs=3", *overrides])
-    return validate(c)
+    """The validated config of ``python run.py`` with small evaluation settings and ``overrides``."""
+    return compose_config(["trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
 
 
 @pytest.mark.parametrize("d,k", [(10, 10), (10, 25), (64, 1000), (640, 640), (100, 7)])
@@ -130,7 +124,7 @@ def test_ema_is_checkpointed_and_bad_values_are_named(tmp_path):
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["ema"] is not None
     ema_w = next(iter(state["ema"].values()))
-    gen_w = next(iter(state["generator"].values()))
+    gen_w = next(iter(state["models"].values()))
     assert not torch.equal(ema_w, gen_w)  # the average lags the iterate
     with pytest.raises(ConfigError, match="trainer.ema=1.5"):
         _cfg("trainer.ema=1.5")

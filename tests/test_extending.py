@@ -1,4 +1,4 @@
-"""docs/EXTENDING.md's worked example runs as written: a private method in one file plus one YAML."""
+"""docs/EXTENDING.md's worked examples run as written: a private method, a dataset and a table."""
 
 import json
 import os
@@ -11,17 +11,26 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"```[a-z]*\n# file: (?P<name>\S+)\n(?P<body>.*?)```", re.S)
 
 
-def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
+def _write_blocks(tmp_path: Path) -> dict:
     doc = (ROOT / "docs" / "EXTENDING.md").read_text()
     files = {m["name"]: m["body"] for m in BLOCK.finditer(doc)}
-    assert {"toy_methods/dp_mean_match.py", "conf/method/dp_mean_match.yaml", "run.sh"} <= set(files)
     for name, body in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(body)
-    r = subprocess.run(["bash", "run.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "DPGEN_ROOT": str(ROOT),  # `python` = this interpreter
+    return files
+
+
+def _bash(script: str, cwd: Path) -> None:
+    r = subprocess.run(["bash", script], cwd=cwd, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DPGEN_ROOT": str(ROOT), "PYTHONPATH": str(ROOT),  # `python` = this one
                             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
+    files = _write_blocks(tmp_path)
+    assert {"toy_methods/dp_mean_match.py", "conf/method/dp_mean_match.yaml", "run.sh"} <= set(files)
+    _bash("run.sh", tmp_path)
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     p = m["privacy"]
     assert m["method"] == "dp_mean_match" and m["steps"] == 20
@@ -30,3 +39,29 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     assert p["epsilon_cross_check"]["wang_wor"] > 0
     assert json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())["steps"] == 20
     assert "loss" in json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_path):
+    files = _write_blocks(tmp_path)
+    assert {"toy_data/blobs.py", "conf/dataset/blobs.yaml", "run_dataset.sh"} <= set(files)
+    _bash("run_dataset.sh", tmp_path)
+    m = json.loads((tmp_path / "run_blobs" / "metrics.json").read_text())
+    assert m["dataset"] == "blobs" and m["n_private"] == 400 and m["steps"] == 30
+    assert 0 < m["privacy"]["epsilon_spent"] <= 10.0
+    assert m["downstream"]["n_test"] == 400 and 0 <= m["downstream"]["logreg"]["test_acc"] <= 100
+    assert "loader: blobs.load_blobs" in (tmp_path / "run_blobs" / "config.yaml").read_text()
+
+
+def test_the_toy_table_of_extending_md_writes_one_run_folder_per_cell(tmp_path):
+    import csv
+
+    files = _write_blocks(tmp_path)
+    assert {"toy_tables/eps_sweep.py", "run_table.sh"} <= set(files)
+    _bash("run_table.sh", tmp_path)
+    rows = list(csv.DictReader(open(tmp_path / "tables" / "eps_sweep.csv")))
+    assert [r["epsilon"] for r in rows] == ["3", "10"]
+    assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
+    for r in rows:
+        assert float(r["epsilon_spent"]) <= float(r["epsilon"])
+    for eps in (3, 10):
+        assert (tmp_path / "tables" / f"eps{eps}" / "config.yaml").exists()

@@ -25,7 +25,7 @@ from dpgen.config import register_configs, validate
 ROOT = Path(__file__).resolve().parents[1]
 register_configs()
 #: metrics fields that are timings or where the files went, not functions of the data
-_VOLATILE = {"wall_seconds", "train_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
+_VOLATILE = {"wall_seconds", "train_seconds", "loop_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
              "samples_png", "release_cache", "cache", "timing", "timed_steps"}
 
 

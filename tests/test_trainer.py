@@ -10,22 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from dpgen.config import register_configs, validate
+from dpgen.config import compose_config
 from dpgen.methods.dpswd import bound_rows, compared_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-register_configs()
 
 
 def _cfg(*overrides):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        c = compose(config_name="config", overrides=["trainer.progress=false", "task.n_synthetic=500",
-                                                     "task.eval_max_epochs=3", *overrides])
-    return validate(c)
+    """The validated config of ``python run.py`` with small evaluation settings and ``overrides``."""
+    return compose_config(["trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
 
 
 def test_rows_are_bounded_as_lemma_2_needs():
@@ -264,3 +258,25 @@ def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_d
                "task.eval_models=[]", "task.fid=true", "task.fid_samples=20")
     m = train_generative(cfg, tmp_path / "run")
     assert m["fid"] is None and "pt_inception" in m["fid_missing"]
+
+
+@pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
+def test_generation_loop_takes_every_logger_and_ema(tmp_path, logger, monkeypatch):
+    """The one loop gives every task the loggers and the EMA (classification and DA: their test files)."""
+    from dpgen.train import train_generative
+
+    pytest.importorskip(logger)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    m = train_generative(_cfg("trainer.epochs=null", "trainer.steps=4", "trainer.log_every=2", "task.eval_models=[]",
+                              f"logger={logger}", "trainer.ema=0.5"), tmp_path)
+    assert m["ema"] == 0.5 and m["steps"] == 4
+    ck = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
+    k = next(k for k, v in ck["ema"].items() if k.startswith("generator.") and v.is_floating_point())
+    assert not torch.equal(ck["ema"][k], ck["models"][k])  # the average lags the iterate
+    if logger == "csv":
+        rows = (tmp_path / "metrics.csv").read_text().splitlines()
+        assert rows[0].startswith("step,loss") and len(rows) == 3  # header + steps 2, 4
+    elif logger == "tensorboard":
+        assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    else:
+        assert list((tmp_path / "wandb").glob("offline-run-*"))

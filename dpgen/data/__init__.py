@@ -44,6 +44,7 @@ __all__ = [
     "as_tensors",
     "dataset_info",
     "load_dataset",
+    "load_split",
     "read_idx",
     "resolve_data_root",
     "write_idx",
@@ -176,3 +177,23 @@ def load_dataset(name: str, split: str = "train", data_root=None, download: bool
     opts = _check_options(spec, options)
     root = resolve_data_root(data_root)
     return spec.loader(root, split, bool(download), **opts)
+
+
+def load_split(dataset_cfg, split: str = "train") -> Dataset:
+    """The ``split`` of the dataset a run's ``dataset`` config node names: ``dataset.loader`` (a
+    dotted path ``package.module.function`` taking ``(data_root, split, download, **options)``: a
+    dataset outside dpgen, docs/EXTENDING.md) when given, else :func:`load_dataset`."""
+    ds = dataset_cfg
+    opts = dict(ds.options or {})
+    if ds.loader:
+        import importlib
+
+        module, _, attr = str(ds.loader).rpartition(".")
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ValueError(f"dataset.loader={ds.loader!r} cannot be imported ({e}): give package.module.function "
+                             "of a module on the Python path") from None
+        return fn(resolve_data_root(ds.data_root), split, bool(ds.download), **opts)
+    return load_dataset(ds.name, split, data_root=ds.data_root, download=ds.download, **opts)
+

@@ -5,13 +5,14 @@
 * :func:`compute_fid`, :func:`real_statistics`, :class:`InceptionFeatures` - FID with
   pytorch-fid's Inception weights, found locally (never downloaded; :class:`FIDUnavailable`
   otherwise); ``weights="random"`` for a smoke FID that is not comparable to the papers.
+* :func:`accuracy` - a classifier's accuracy (%) on labelled tensors.
 * :func:`w2_distance` - exact (POT) or Gaussian closed-form W2 between two point clouds.
 
 ``dpgen.eval.fid`` imports pytorch-fid lazily (optional extra ``fid``), so importing this package
 works without it.
 """
 
-from dpgen.eval.classifiers import (CNN, MLP, MODELS, evaluate_downstream, flatten_results,
+from dpgen.eval.classifiers import (CNN, MLP, MODELS, accuracy, evaluate_downstream, flatten_results,
                                     fit_logreg, holdout_split, train_torch_classifier)
 from dpgen.eval.fid import (FID_WEIGHTS_FILE, FID_WEIGHTS_URL, WEIGHTS_ENV, FIDUnavailable,
                             InceptionFeatures, activation_statistics, compute_activations,
@@ -21,7 +22,7 @@ from dpgen.eval.fid import (FID_WEIGHTS_FILE, FID_WEIGHTS_URL, WEIGHTS_ENV, FIDU
 from dpgen.eval.w2 import gaussian_w2, w2_distance, w2_distance_with_method
 
 __all__ = [
-    "CNN", "MLP", "MODELS", "evaluate_downstream", "flatten_results", "fit_logreg",
+    "CNN", "MLP", "MODELS", "accuracy", "evaluate_downstream", "flatten_results", "fit_logreg",
     "holdout_split", "train_torch_classifier",
     "FID_WEIGHTS_FILE", "FID_WEIGHTS_URL", "WEIGHTS_ENV", "FIDUnavailable", "InceptionFeatures",
     "activation_statistics", "compute_activations", "compute_fid", "fid_from_activations",

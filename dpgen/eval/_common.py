@@ -9,15 +9,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-
-def resolve_device(device="auto") -> torch.device:
-    """``"auto"`` -> CUDA when available, else CPU; anything else is passed to ``torch.device``."""
-    if device is None or (isinstance(device, str) and device == "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} requested but CUDA is not available")
-    return dev
+from dpgen.utils.device import resolve_device  # noqa: F401  (the evaluators' device)
 
 
 def to_numpy(a, name: str = "array") -> np.ndarray:

@@ -38,7 +38,7 @@ from dpgen.eval._common import (as_image_batch, check_unit_range, infer_image_sh
 
 MODELS = ("logreg", "mlp", "cnn")
 
-__all__ = ["MODELS", "MLP", "CNN", "evaluate_downstream", "fit_logreg", "train_torch_classifier",
+__all__ = ["MODELS", "MLP", "CNN", "accuracy", "evaluate_downstream", "fit_logreg", "train_torch_classifier",
            "holdout_split", "flatten_results"]
 
 
@@ -325,3 +325,20 @@ def flatten_results(res: Dict, prefix: str = "") -> Dict[str, float]:
                 if v is not None and key != "time_s":
                     flat[f"{prefix}{name}_{key}"] = v
     return flat
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, X: torch.Tensor, Y: torch.Tensor, device=None, batch_size: int = 1000) -> float:
+    """Accuracy (%) of ``model`` on (X, Y), in batches on ``device`` (default: the model's); the
+    model's train/eval mode is restored afterwards."""
+    if device is None:
+        device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, X.shape[0], batch_size):
+        xb, yb = X[i:i + batch_size].to(device), Y[i:i + batch_size].to(device)
+        correct += int((model(xb).argmax(1) == yb).sum())
+    model.train(was)
+    return 100.0 * correct / max(1, X.shape[0])
+

@@ -49,40 +49,47 @@ class LedgerState:
         return 0.0 if not self.private else float("nan")
 
 
-class GenerativeMethod(LedgerState):
-    """A loss between generated and real batches, a privacy mechanism and an accountant.
+class Method(LedgerState):
+    """The one contract every trainable method implements (the loop is ``dpgen.train.loop.fit``).
 
-    The trainer calls, per step: ``sample_batch`` (which real records this step sees: the
-    sampling scheme the accountant assumes), ``loss(fake, y_fake, real, y_real)`` (the privacy
-    mechanism is applied inside, to the real side), then ``account()`` once the step is taken.
+    Per step the loop asks the method which private records the step sees (``sample_batch``: the
+    sampling scheme its accountant assumes), hands the task's batch to ``step(models, batch)``,
+    which sets ``.grad`` of every trained parameter (the privacy mechanism applied inside) and
+    returns the values it may publish (tensors; read only at log time), then steps the optimizer
+    and calls ``account()``. ``models``: the task's trained networks by name; ``parameters()``:
+    the method's own trained modules (a domain discriminator), stepped by the same optimizer.
     """
 
     name = "base"
     private = False
     #: "without_replacement" (fixed-size random subsets) or "poisson"
     sampling = "without_replacement"
+    accountant = None
+    max_steps: Optional[int] = None
+    #: generator of the mechanism's randomness (directions, noise); set by the loop
+    rng: Optional[torch.Generator] = None
 
-    def __init__(self) -> None:
-        self.accountant: Optional[Accountant] = None
-        self.max_steps: Optional[int] = None  # the steps the (epsilon, delta) budget allows
-        #: generator of the mechanism's randomness (directions, noise); set by the trainer
-        self.rng: Optional[torch.Generator] = None
-
-    # ---- sampling -------------------------------------------------------------------------
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """Indices of this step's real batch."""
+        """Indices of this step's private batch."""
         if self.sampling == "poisson":
-            q = batch_size / n
-            return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+            return torch.nonzero(torch.rand(n, generator=generator) < batch_size / n).flatten()
         return torch.randperm(n, generator=generator)[:batch_size]
 
-    def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
-        """Transform the in-memory private set once before training (default: unchanged)."""
-        return x, y
+    def parameters(self) -> List[torch.nn.Parameter]:
+        """The method's own trained parameters (default: none)."""
+        return []
 
-    # ---- loss and privacy ----------------------------------------------------------------
-    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:  # pragma: no cover - abstract
+    def step(self, models: Dict[str, torch.nn.Module], batch) -> Dict[str, torch.Tensor]:  # pragma: no cover
         raise NotImplementedError
+
+    def released_finite(self, logs: Dict[str, torch.Tensor], params) -> bool:
+        """The stop test reads a released quantity: the loss where it is published, else the
+        gradient the mechanism released (post-processing of the noisy release)."""
+        from dpgen.train.publication import finite_gradients
+
+        if self.publishes_loss and "loss" in logs:
+            return bool(torch.isfinite(torch.as_tensor(logs["loss"])))
+        return finite_gradients(params)
 
     def privacy_report(self) -> Dict[str, Any]:
         return {"private": False, "epsilon_spent": 0.0}
@@ -92,6 +99,44 @@ class GenerativeMethod(LedgerState):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.load_ledger_state(state)
+
+
+class GenerativeMethod(Method):
+    """A loss between generated and real batches, a privacy mechanism and a ledger.
+
+    The default ``step`` draws the generated batch (labels uniform, never the private ones), calls
+    ``loss(fake, y_fake, real, y_real)`` (the privacy mechanism is applied inside, to the real
+    side; ``empty_batch_loss(fake)`` on an empty Poisson batch) and back-propagates it.
+    """
+
+    def __init__(self) -> None:
+        self.accountant: Optional[Accountant] = None
+        self.max_steps: Optional[int] = None  # the steps the (epsilon, delta) budget allows
+        self.rng: Optional[torch.Generator] = None
+
+    #: ``prepare_data`` needs the whole private set in memory (a release before training)
+    needs_whole_set = False
+
+    def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
+        """Transform the in-memory private set once before training (default: unchanged)."""
+        return x, y
+
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        fake, y_fake = models["generator"].sample(batch.size, device=batch.device)
+        if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
+            loss = self.empty_batch_loss(fake)
+        else:
+            loss = self.loss(fake, y_fake, batch.real, batch.y)
+        loss.backward()
+        return {"loss": loss.detach()}
+
+    def empty_batch_loss(self, fake) -> torch.Tensor:
+        raise NotImplementedError(f"{self.name} drew an empty batch but has no empty_batch_loss: its Poisson "
+                                  "mechanism must release noise on an empty batch too")
+
+    # ---- loss and privacy ----------------------------------------------------------------
+    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
 class WORGaussianLedger:

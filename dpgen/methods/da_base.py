@@ -1,9 +1,10 @@
 """What the domain-adaptation loop (dpgen/tasks/domain_adaptation.py) needs from a method.
 
 A DA method owns its adaptation term, its privacy mechanism on the private target and its
-accountant. Per step the loop draws a public source batch (any way it likes: the source is public)
-and asks the method which target records this step sees (``sample_target``: the sampling scheme
-its accountant assumes); ``compute_grads(g, h, xs, ys, xt, progress)`` sets ``.grad`` of every
+ledger. It implements the one method contract (``dpgen.methods.base.Method``): per step the task
+draws a public source batch (any way it likes: the source is public) and asks the method which
+target records this step sees (``sample_batch``: the sampling scheme its accountant assumes);
+``step({"g": g, "h": h}, batch)`` with ``batch`` a :class:`DABatch` sets ``.grad`` of every
 trained parameter (classifier loss on the source + the adaptation term); the loop steps the
 optimizer and calls ``account()``.
 
@@ -13,19 +14,28 @@ guarantee covers the target records only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpgen.methods.base import LedgerState
+from dpgen.methods.base import Method
 
 
-class DAMethod(LedgerState):
-    name = "base"
-    private = False
-    sampling = "without_replacement"
+@dataclass
+class DABatch:
+    """One step's data: a public source batch (xs, ys), the private target batch xt, and the
+    training progress in [0, 1] (schedules such as DANN's reversal weight)."""
+
+    xs: torch.Tensor
+    ys: torch.Tensor
+    xt: torch.Tensor
+    progress: float
+
+
+class DAMethod(Method):
 
     def __init__(self, cfg, feat_dim: int, num_classes: int, n_target: int, steps: int, batch_size: int,
                  disc: Optional[nn.Module] = None):
@@ -46,17 +56,14 @@ class DAMethod(LedgerState):
     def parameters(self) -> List[nn.Parameter]:
         return [p for m in self.modules.values() for p in m.parameters()]
 
-    def sample_target(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        if self.sampling == "poisson":
-            return torch.nonzero(torch.rand(n, generator=generator) < batch_size / n).flatten()
-        return torch.randperm(n, generator=generator)[:batch_size]
-
     @staticmethod
     def classification_loss(h, feats, ys):
         return F.cross_entropy(h(feats), ys)
 
-    def compute_grads(self, g, h, xs, ys, xt, progress: float) -> Dict[str, float]:  # pragma: no cover
-        raise NotImplementedError
+    @staticmethod
+    def losses(loss, lc, la) -> Dict[str, torch.Tensor]:
+        """What a DA step publishes: its losses, detached (read at log time only)."""
+        return {"loss": loss.detach(), "loss_cls": lc.detach(), "loss_adapt": la.detach()}
 
     # ---- privacy ---------------------------------------------------------------------------
     def privacy_report(self) -> Dict[str, Any]:

@@ -99,13 +99,14 @@ class DASWD(DAMethod):
             ps = ps + self.sigma * noise_s
         return self.scale * sliced_from_projections(ps, self.release_target(zt, U, noise_t), self.order)
 
-    def compute_grads(self, g, h, xs, ys, xt, progress: float) -> Dict[str, float]:
-        zs = g(xs)
-        lc = self.classification_loss(h, zs, ys)
-        la = self.adaptation_loss(zs, g(xt))
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        g, h = models["g"], models["h"]
+        zs = g(batch.xs)
+        lc = self.classification_loss(h, zs, batch.ys)
+        la = self.adaptation_loss(zs, g(batch.xt))
         loss = lc + self.adapt_weight * la
         loss.backward()
-        return {"loss": float(loss.detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(la.detach())}
+        return self.losses(loss, lc, la)
 
 
 class DADPSWD(WORGaussianLedger, DASWD):

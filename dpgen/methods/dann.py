@@ -36,12 +36,12 @@ class DANN(DAMethod):
     def reversal_weight(self, progress: float) -> float:
         return self.adapt_weight * ganin_weight(progress, self.schedule)
 
-    def compute_grads(self, g, h, xs, ys, xt, progress: float) -> Dict[str, float]:
-        disc = self.modules["discriminator"]
-        lam = self.reversal_weight(progress)
-        zs, zt = g(xs), g(xt)
-        lc = self.classification_loss(h, zs, ys)
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        g, h, disc = models["g"], models["h"], self.modules["discriminator"]
+        lam = self.reversal_weight(batch.progress)
+        zs, zt = g(batch.xs), g(batch.xt)
+        lc = self.classification_loss(h, zs, batch.ys)
         ld = domain_loss(disc, grad_reverse(zs, lam), 0.0) + domain_loss(disc, grad_reverse(zt, lam), 1.0)
         loss = lc + ld
         loss.backward()
-        return {"loss": float(loss.detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(ld.detach())}
+        return self.losses(loss, lc, ld)

@@ -198,19 +198,19 @@ class DPDANN(DANN):
             out[nm] = (sums[nm] + std * noise) / self.batch_size
         return out
 
-    def compute_grads(self, g, h, xs, ys, xt, progress: float) -> Dict[str, float]:
-        disc = self.modules["discriminator"]
-        lam = self.reversal_weight(progress)
-        zs = g(xs)
-        lc = self.classification_loss(h, zs, ys)
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        g, h, disc = models["g"], models["h"], self.modules["discriminator"]
+        lam = self.reversal_weight(batch.progress)
+        zs = g(batch.xs)
+        lc = self.classification_loss(h, zs, batch.ys)
         ls = domain_loss(disc, grad_reverse(zs, lam), 0.0)
         (lc + ls).backward()  # public: the source only
-        priv = self.private_target_grads(g, xt)
+        priv = self.private_target_grads(g, batch.xt)
         for k, v in g.named_parameters():
             v.grad = (v.grad if v.grad is not None else torch.zeros_like(v)) - lam * priv[f"g.{k}"]
         for k, v in disc.named_parameters():
             v.grad = (v.grad if v.grad is not None else torch.zeros_like(v)) + priv[f"d.{k}"]
-        return {"loss": float((lc + ls).detach()), "loss_cls": float(lc.detach()), "loss_adapt": float(ls.detach())}
+        return self.losses(lc + ls, lc, ls)
 
     def privacy_report(self) -> Dict[str, Any]:
         return {

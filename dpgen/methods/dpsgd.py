@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dpgen.methods.base import Method
 from dpgen.privacy.validation import PrivacyParameterError, check_delta, check_positive, check_sample_rate
 
 #: accountants dpsgd can run: the DP ledgers and the two pairwise (data-dependent) ones
@@ -109,10 +111,21 @@ def pair_distances(g: torch.Tensor) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # the method
 # ----------------------------------------------------------------------------------------------
-class DPSGD:
+@dataclass
+class ClassificationBatch:
+    """One step's private batch (x, y) of a classification run."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class DPSGD(Method):
     """DP-SGD's mechanism + the accountants of one classification run (see module doc).
 
     ``private=False`` gives plain SGD (no clipping, no noise, no accountant): the non-private baseline.
+    It implements the one method contract (``dpgen.methods.base.Method``): ``sample_batch``
+    (Poisson at rate q; shuffled epochs for the non-private baseline), ``step({"model": m}, batch)``
+    sets the noisy gradient, ``account()`` charges the step in every accountant.
     """
 
     name = "dpsgd"
@@ -151,6 +164,12 @@ class DPSGD:
         self.pair_examples = int(pair_examples)
         self.timing = {"sgd": 0.0, "pairs": 0.0, **{a: 0.0 for a in ACCOUNTANT_CHOICES}}
         self.timed_steps = 0
+        self.sampling = "poisson" if self.private else "shuffled epochs"
+        self._perm: Optional[torch.Tensor] = None
+        self._pos = 0
+        self._distances = None  # the pair distances of the last step, for account()
+        self._pair_idx = None  # the pair examples sample_batch drew for the next step
+        self.ledger = None
         if not self.private:
             return
         self.noise_multiplier = check_positive(noise_multiplier, "method.noise_multiplier",
@@ -257,6 +276,38 @@ class DPSGD:
         self.timing["pairs"] += time.perf_counter() - t0
         return (loss_sum / n if n else float("nan")), dist
 
+    def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """Poisson batches at rate q (private); shuffled epochs for the non-private baseline."""
+        if self.private:
+            idx = torch.nonzero(torch.rand(n, generator=generator) < self.sample_rate).flatten()
+            # which examples of the batch feed the pairwise accountants: the mechanism's randomness too
+            self._pair_idx = self.pair_indices(idx.numel(), generator)
+            return idx
+        if self._perm is None or self._pos >= n:
+            self._perm, self._pos = torch.randperm(n, generator=generator), 0
+        idx = self._perm[self._pos:self._pos + batch_size]
+        self._pos += batch_size
+        return idx
+
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        """One step on ``models["model"]``: the noisy clipped gradient (private; the clean loss is not
+        returned, so it never leaves the run) or the plain cross-entropy gradient (baseline)."""
+        model = models["model"]
+        t0 = time.perf_counter()
+        if not self.private:
+            loss = F.cross_entropy(model(batch.x), batch.y)
+            loss.backward()
+            self.timing["sgd"] += time.perf_counter() - t0
+            self.timed_steps += 1
+            return {"loss": loss.detach()}
+        pair_idx, self._pair_idx = self._pair_idx, None
+        t_pairs = self.timing["pairs"]
+        _, self._distances = self.private_gradient(model, batch.x, batch.y, noise_gen=self.rng, pair_idx=pair_idx)
+        # plain DP-SGD's time: the step minus the pair distances (timed apart, an accountant cost)
+        self.timing["sgd"] += time.perf_counter() - t0 - (self.timing["pairs"] - t_pairs)
+        self.timed_steps += 1
+        return {}
+
     def pair_indices(self, batch: int, generator: torch.Generator) -> Optional[torch.Tensor]:
         """Which examples of a batch of ``batch`` give the gradient pairs of the pairwise accountants.
 
@@ -270,9 +321,12 @@ class DPSGD:
         return torch.randperm(batch, generator=generator)[:k]
 
     def account(self, distances: Optional[np.ndarray] = None) -> None:
-        """Record one step in every accountant (worst case ``d = 2 C`` when the batch had no pair)."""
+        """Record one step in every accountant: the pair distances given, else those of the last
+        ``step`` (worst case ``d = 2 C`` when the batch had no pair)."""
         if not self.private:
             return
+        if distances is None:
+            distances, self._distances = self._distances, None
         if self.pairwise and distances is None:
             k = self.pair_examples
             distances = np.full(k * (k - 1) // 2, 2.0 * self.clip)
@@ -283,6 +337,57 @@ class DPSGD:
             else:
                 acc.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
             self.timing[a] += time.perf_counter() - t0
+
+    # -- reporting ----------------------------------------------------------------------------------
+    #: set by make_dpsgd: the budget, the independent accountants of the cross-check, WDP's order and beta
+    epsilon_budget: Optional[float] = None
+    cross_check_names: Sequence[str] = ()
+    wdp_settings: Dict[str, float] = {}
+
+    def privacy_report(self) -> Dict[str, Any]:
+        if not self.private:
+            return {"private": False, "epsilon_spent": 0.0}
+        from dpgen.privacy.accountants import epsilon_for
+
+        eps = self.epsilons()
+        delta = self.deltas["moments"]
+        rep: Dict[str, Any] = {
+            "private": True, "noise_multiplier": self.noise_multiplier, "clip": self.clip, "noise_std": self.noise_std,
+            "sample_rate": self.sample_rate, "sampling": "poisson", "steps_accounted": self.steps,
+            "neighbouring_relation": "add/remove one record (Poisson sampling at rate q)",
+            "not_covered": ("the BDP and WDP epsilons (eps_bdp, eps_wdp) are computed from private gradient pairs "
+                            "and are not themselves released privately (as in the BDP/WDP papers); the DP "
+                            "(moments) epsilon is data-independent; the test accuracy reads the public test split"),
+            "epsilon_budget": self.epsilon_budget, "epsilon_spent": self.epsilon(), "delta": delta,
+            "sigma": self.noise_std,
+            "pair_examples": self.pair_examples if self.pairwise else None,
+            "pairs_per_step": self.pair_examples * (self.pair_examples - 1) // 2 if self.pairwise else None,
+            "accountants": {a: {"framework": FRAMEWORK[a], "epsilon": e, "delta": self.deltas[a],
+                                "attack_probability": attack_probability(e)} for a, e in eps.items()},
+        }
+        if "wdp" in eps:
+            rep["accountants"]["wdp"].update(self.wdp_settings)
+        cross = {}  # the DP ledger checked by independent accountants on the same (sigma, q, steps)
+        for name in self.cross_check_names:
+            if name == "moments" or self.steps == 0:
+                continue
+            try:
+                cross[name] = epsilon_for(self.noise_multiplier, self.sample_rate, self.steps, delta,
+                                          sampling="poisson", accountant=name)
+            except Exception as e:  # an optional library missing: say so, do not fail the run
+                cross[name] = f"unavailable: {e}"
+        rep["cross_check"] = cross
+        return rep
+
+    def timing_ms_per_step(self) -> Dict[str, Any]:
+        """Per-step times (ms): DP-SGD's step, the pair distances, each accountant, and the pairwise
+        accountants' overhead over plain DP-SGD (pairs + accountant arithmetic)."""
+        ts = max(1, self.timed_steps)
+        timing: Dict[str, Any] = {k: round(1000.0 * v / ts, 3) for k, v in self.timing.items() if v > 0}
+        if self.private and self.pairwise and "sgd" in timing:
+            extra = {a: timing.get("pairs", 0.0) + timing.get(a, 0.0) for a in self.pairwise}
+            timing["overhead_vs_dpsgd_percent"] = {a: round(100.0 * v / timing["sgd"], 2) for a, v in extra.items()}
+        return timing
 
     # -- reading ------------------------------------------------------------------------------------
     def epsilons(self) -> Dict[str, float]:

@@ -163,10 +163,8 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     mechanism_text = ("image gradient grad_X S clipped to C (whole batch) + N(0, (2 C sigma)^2) before it flows "
                       "into the generator (backward hook on the generator output; DP-Sinkhorn Algorithm 1)")
 
-    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **kw):
-        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, n_private=n_private, steps=steps,
-                         batch_size=batch_size, **kw)
+    def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
+        super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: DP-Sinkhorn's accountant assumes Poisson "
                              "sampling; set method.sampling=poisson")
@@ -197,10 +195,8 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     sampling = "poisson"
     CLIP_MODES = ("per_sample", "batch")
 
-    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **kw):
-        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, n_private=n_private, steps=steps,
-                         batch_size=batch_size, **kw)
+    def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
+        super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: the accountant assumes Poisson sampling; "
                              "set method.sampling=poisson")
@@ -243,44 +239,44 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
                  for p, g in zip(self.params, grads)]
         return terms.detach(), grads
 
-    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
+    def private_grads(self, fake, y_fake, real, y_real) -> tuple:
+        """(the released parameter gradient, one tensor per parameter; the batch loss, not released)."""
         if not self.params:
-            raise ValueError("dpsinkhorn_param needs the generator's parameters: the trainer calls "
-                             "method.bind_generator(gen) before training")
+            raise ValueError("dpsinkhorn_param needs the generator's parameters: call "
+                             "method.bind_generator(gen) first (its step does)")
         if self.clip_mode == "per_sample":
             self.last_real_batch = int(real.shape[0])
             terms, grads = self.record_grads(fake, y_fake, real, y_real)
             noisy, self.last_norms = self.mechanism.privatize_sum(grads, generator=self.rng)
-            self.last_grad_norm = float(self.last_norms.max())
             noisy = [g / self.batch_size for g in noisy]  # the expected Poisson batch q N = B
-            value = terms.mean()
-        else:
-            s = super().loss(fake, y_fake, real, y_real)
-            flat = torch.cat([g.flatten() for g in self._param_grads(s)])
-            self.last_grad_norm = float(flat.norm())
-            flat = self.mechanism.privatize(flat, generator=self.rng)
-            noisy, i = [], 0
-            for p in self.params:
-                noisy.append(flat[i:i + p.numel()].view_as(p))
-                i += p.numel()
-            value = s.detach()
-        # a surrogate whose gradient w.r.t. the parameters is the privatised gradient; its value is the loss
-        surrogate = sum((p * g.detach()).sum() for p, g in zip(self.params, noisy))
-        return surrogate - surrogate.detach() + value
+            return noisy, terms.mean()
+        s = super().loss(fake, y_fake, real, y_real)
+        flat = torch.cat([g.flatten() for g in self._param_grads(s)])
+        self.last_grad_norm = flat.detach().norm()  # kept in memory (a tensor: no host sync)
+        flat = self.mechanism.privatize(flat, generator=self.rng)
+        return [g.view_as(p) for g, p in zip(torch.split(flat, [p.numel() for p in self.params]), self.params)], \
+            s.detach()
 
-    def empty_batch_loss(self, fake) -> torch.Tensor:
+    def empty_batch_grads(self, device) -> List[torch.Tensor]:
         """An empty Poisson batch: the clean gradient is 0 and the mechanism still releases its noise."""
         if self.clip_mode == "per_sample":
             noisy, _ = self.mechanism.privatize_sum([torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
                                                      for p in self.params], generator=self.rng)
-            noisy = [g / self.batch_size for g in noisy]
-        else:
-            flat = self.mechanism.privatize(torch.zeros(sum(p.numel() for p in self.params),
-                                                        device=fake.device), generator=self.rng)
-            noisy = list(torch.split(flat, [p.numel() for p in self.params]))
-            noisy = [g.view_as(p) for g, p in zip(noisy, self.params)]
-        surrogate = sum((p * g.detach()).sum() for p, g in zip(self.params, noisy))
-        return surrogate - surrogate.detach() + 0.0 * fake.sum()
+            return [g / self.batch_size for g in noisy]
+        flat = self.mechanism.privatize(torch.zeros(sum(p.numel() for p in self.params), device=device),
+                                        generator=self.rng)
+        return [g.view_as(p) for g, p in zip(torch.split(flat, [p.numel() for p in self.params]), self.params)]
+
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        """Set the generator's gradients to the released noisy parameter gradient (nothing to publish)."""
+        gen = models["generator"]
+        self.bind_generator(gen)
+        fake, y_fake = gen.sample(batch.size, device=batch.device)
+        noisy = (self.empty_batch_grads(batch.device) if batch.real is None else
+                 self.private_grads(fake, y_fake, batch.real, batch.y)[0])
+        for p, g in zip(self.params, noisy):
+            p.grad = g.detach()
+        return {}
 
 
 class FeatureExtractor(nn.Module):
@@ -304,10 +300,8 @@ class AdversarialSinkhorn(Sinkhorn):
     name = "sinkhorn_adv"
     private = False
 
-    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, image_shape=None, **kw):
-        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, n_private=n_private, steps=steps,
-                         batch_size=batch_size, **kw)
+    def __init__(self, cfg, *, image_shape=None, **kw):
+        super().__init__(cfg, **kw)
         m = cfg.method
         self.alpha_a = float(m.alpha_a)
         self.feature_lr = float(m.feature_lr)
@@ -352,20 +346,37 @@ class AdversarialSinkhorn(Sinkhorn):
         return sinkhorn_divergence(self.rows_adv(fake, y_fake, phi), self.rows_adv(real, y_real, phi),
                                    self.epsilon_reg, scaling=self.scaling, backend=self.backend)
 
-    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
-        if fake.dim() != 4:
-            raise ValueError(f"{self.name} needs image batches (N, C, H, W), got shape {tuple(fake.shape)}")
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        """The extractor's ascent step, then the generator's gradient under the updated cost."""
+        gen = models["generator"]
+        self.bind_generator(gen) if self.extractors is None else None
+        fake, y_fake = gen.sample(batch.size, device=batch.device)
+        self.ascend(fake.detach(), y_fake, batch.real, batch.y)
+        loss = self.loss(fake, y_fake, batch.real, batch.y)
+        loss.backward()
+        return {"loss": loss.detach()}
+
+    def ascend(self, fake, y_fake, real, y_real) -> None:
+        """The current feature extractor ascends the divergence (generated images held fixed)."""
+        self._check_images(fake)
         self._build(fake.shape[1], fake.device) if self.extractors is None else None
-        self.last_real_batch = int(real.shape[0])
-        k = self._current
-        phi = self.extractors[k]
-        # 1) the feature extractor ascends the divergence (generated images held fixed)
+        phi = self.extractors[self._current]
         phi.train()
-        opt = self._optimizer(k)
+        opt = self._optimizer(self._current)
         opt.zero_grad(set_to_none=True)
         (-self.divergence_adv(fake.detach(), y_fake, real, y_real, phi)).backward()
         opt.step()
-        # 2) the generator's loss under the updated cost; phi's parameters take no gradient from it
+
+    def _check_images(self, fake) -> None:
+        if fake.dim() != 4:
+            raise ValueError(f"{self.name} needs image batches (N, C, H, W), got shape {tuple(fake.shape)}")
+
+    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
+        """The generator's loss under the current extractor; its parameters take no gradient from it."""
+        self._check_images(fake)
+        self._build(fake.shape[1], fake.device) if self.extractors is None else None
+        self.last_real_batch = int(real.shape[0])
+        phi = self.extractors[self._current]
         for p_ in phi.parameters():
             p_.requires_grad_(False)
         try:
@@ -400,10 +411,8 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
     mechanism_text = ("adversarial cost (Eq. 6), one feature extractor per fixed data partition, one partition "
                       "drawn per step; image gradient clipped to C + N(0, (2 C sigma)^2) (appendix D.4)")
 
-    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **kw):
-        super().__init__(cfg, num_classes=num_classes, data_dim=data_dim, n_private=n_private, steps=steps,
-                         batch_size=batch_size, **kw)
+    def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
+        super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
         k = cfg.method.num_partitions
         self.num_partitions = int(k) if k is not None else max(2, n_private // max(batch_size, 1))
         if self.num_partitions > n_private:

@@ -115,14 +115,6 @@ class OrthoCompression(torch.nn.Module):
         return _fwht(x)[:, self.keep] / self.n ** 0.5
 
 
-def dct_matrix(n: int) -> torch.Tensor:
-    """The orthonormal DCT-II matrix (n, n): rows are the cosine basis vectors."""
-    i = torch.arange(n, dtype=torch.float64)
-    c = torch.cos(math.pi / n * (i[None, :] + 0.5) * i[:, None]) * math.sqrt(2.0 / n)
-    c[0] /= math.sqrt(2.0)
-    return c
-
-
 class LowPass(torch.nn.Module):
     """A fixed, data-independent contraction of images: the orthonormal 2-D DCT of each channel,
     keeping the ``keep x keep`` lowest frequencies. An orthogonal map followed by a coordinate
@@ -138,6 +130,8 @@ class LowPass(torch.nn.Module):
             raise ValueError(f"method.compare_lowpass={keep} is invalid: it must lie in [1, {min(h, w)}] "
                              f"for {h} x {w} images")
         self.shape, self.keep = (c, h, w), keep
+        from dpgen.utils.dct import dct_matrix
+
         self.register_buffer("ch", dct_matrix(h)[:keep].float())
         self.register_buffer("cw", dct_matrix(w)[:keep].float())
 
@@ -184,6 +178,7 @@ class SWD(GenerativeMethod):
         self.center_mode = m.center
         self.center_noise_multiplier = float(getattr(m, "center_noise_multiplier", 0.0))  # DP-SWD only
         self.center = None  # set by prepare_data (dp_mean) or load_state_dict
+        self.needs_whole_set = self.center_mode not in (None, "none")
         self.center_info: Dict[str, Any] = {}
         if tensor:
             row_dim = data_dim * num_classes

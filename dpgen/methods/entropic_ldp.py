@@ -26,7 +26,6 @@ compared with the privatised batch; for ``dct=true`` the generated images are DC
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import warnings
 from pathlib import Path
@@ -39,6 +38,7 @@ from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params, sin
 from dpgen.methods.base import GenerativeMethod
 from dpgen.privacy.local import (
     analytic_gaussian_sigma,
+    geometric_bisect,
     gaussian_mechanism,
     gaussian_sigma,
     laplace_mechanism,
@@ -48,17 +48,10 @@ from dpgen.privacy.local import (
 CACHE_NAME = "privatised_data.pt"
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 
-
-# ---- DCT (orthonormal, type II) ---------------------------------------------------------------------------
-def dct_matrix(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    """C (n, n) with C @ v = scipy.fft.dct(v, type=2, norm='ortho') (orthogonal)."""
-    k = torch.arange(n, dtype=torch.float64)[:, None]
-    i = torch.arange(n, dtype=torch.float64)[None, :]
-    c = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
-    c[0] /= math.sqrt(2.0)
-    return c.to(dtype=dtype, device=device)
+from dpgen.utils.dct import dct_matrix  # noqa: E402  (re-exported: the figures use it)
 
 
+# ---- DCT (orthonormal, type II): dpgen.utils.dct ----------------------------------------------------------
 def dct2(x: torch.Tensor) -> torch.Tensor:
     """2-D orthonormal DCT over the last two axes (differentiable)."""
     h, w = x.shape[-2:]
@@ -92,18 +85,8 @@ def epsilon_for_noise_scale(mechanism: str, scale: float, radius: float, delta: 
     D = 2.0 * radius if sensitivity == "diameter" else float(radius)
     if mechanism == "laplace":
         return D / scale
-    lo, hi = 1e-6, 1.0
-    while analytic_gaussian_sigma(hi, delta, D) > scale:
-        hi *= 2
-    for _ in range(200):
-        mid = math.sqrt(lo * hi)
-        if analytic_gaussian_sigma(mid, delta, D) > scale:
-            lo = mid
-        else:
-            hi = mid
-        if hi / lo < 1 + 1e-10:
-            break
-    return hi
+    # the epsilon whose analytic Gaussian sigma is the scale (sigma decreases in epsilon)
+    return geometric_bisect(lambda eps: analytic_gaussian_sigma(eps, delta, D) > scale, 1e-6, 1.0)
 
 
 # ---- the release ------------------------------------------------------------------------------------------

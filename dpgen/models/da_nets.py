@@ -88,15 +88,3 @@ def make_da_nets(arch: str, input_shape: Tuple[int, ...], num_classes: int):
     h = mlp([d, hidden, num_classes])
     disc = mlp([d, hidden, 1])
     return g, h, disc, d
-
-
-@torch.no_grad()
-def accuracy(g: nn.Module, h: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> float:
-    """Classification accuracy (%) of h(g(x)) against y."""
-    was = g.training, h.training
-    g.eval(), h.eval()
-    correct = 0
-    for i in range(0, len(x), batch):
-        correct += int((h(g(x[i:i + batch])).argmax(1) == y[i:i + batch]).sum())
-    g.train(was[0]), h.train(was[1])
-    return 100.0 * correct / max(1, len(x))

@@ -391,14 +391,8 @@ def make_accountant(name: str, **kwargs) -> Accountant:
     return registry[name](**kwargs)
 
 
-def epsilon_for(
-    noise_multiplier: float,
-    sample_rate: float,
-    steps: int,
-    delta: float,
-    sampling: str = "without_replacement",
-    accountant: str = "rdp",
-) -> float:
+def epsilon_for(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                sampling: str = "without_replacement", accountant: str = "rdp") -> float:
     """Epsilon after ``steps`` identical steps of the subsampled Gaussian mechanism."""
     sampling = check_sampling(sampling)
     if accountant == "rdp":

@@ -438,8 +438,7 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
         out = np.empty(trials)
         yr = torch.zeros(len(real), dtype=torch.long)
         for i in _trials(trials, desc, progress):
-            loss = m.loss(fake(), y2, real, yr)
-            out[i] = b * float(_flat(torch.autograd.grad(loss, m.params)) @ direction)
+            out[i] = b * float(_flat(m.private_grads(fake(), y2, real, yr)[0]) @ direction)
         return out
 
     s_in, s_out = side(torch.cat([r, c]), "dpsinkhorn_param D"), side(r, "dpsinkhorn_param D'")
@@ -529,7 +528,7 @@ def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
 
 def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad: str = "mechanism",
                    noise_scale: float = 1.0, progress: bool = True) -> Samples:
-    """A domain-adaptation DP-SWD step (:meth:`dpgen.methods.da_dpswd.DADPSWD.compute_grads`, frame
+    """A domain-adaptation DP-SWD step (:meth:`dpgen.methods.da_dpswd.DADPSWD.step`, frame
     directions, k = d = 8) with g = identity (a linear layer, public) and a fixed classifier h; the
     release read is g's weight gradient. Source rows (public): B copies of s0 = e7 / 2.
 
@@ -542,6 +541,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
       update then holds the Jacobian of g at the private input: score ||G[:, 0]||, exactly 0 on D'
       (no record there has a coordinate 0) and > 0 on D.
     """
+    from dpgen.methods.da_base import DABatch
     from dpgen.methods.da_dpswd import DADPSWD
 
     d = 8
@@ -579,7 +579,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
         for i in _trials(trials, desc, progress):
             g.zero_grad(set_to_none=True)
             h.zero_grad(set_to_none=True)
-            m.compute_grads(g, h, xs, ys, xt, 0.0)
+            m.step({"g": g, "h": h}, DABatch(xs, ys, xt, 0.0))
             out[i] = score(g.weight.grad)
         return out
 

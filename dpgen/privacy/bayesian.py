@@ -48,14 +48,9 @@ from scipy.special import gammaln
 from scipy.stats import t as student_t
 
 from dpgen.privacy.base import Accountant
-from dpgen.privacy.validation import (
-    PrivacyParameterError,
-    check_delta,
-    check_positive,
-    check_positive_int,
-    check_sample_rate,
-)
-from dpgen.privacy.wdp import check_distances, pairwise_distances
+from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
+                                      check_sample_rate)
+from dpgen.privacy.wdp import check_distances, pairwise_step_inputs, step_summary
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -185,25 +180,9 @@ class BayesianAccountant(Accountant):
         self.gamma = g
 
     # -- recording ------------------------------------------------------------------------------
-    def step(
-        self,
-        *,
-        noise_std,
-        sample_rate,
-        distances=None,
-        gradients=None,
-        num_steps: int = 1,
-    ) -> float:
+    def step(self, *, noise_std, sample_rate, distances=None, gradients=None, num_steps: int = 1) -> float:
         """Record ``num_steps`` steps; returns the smallest per-step cost ``min_lambda c_hat_t(lambda)/lambda``."""
-        if (distances is None) == (gradients is None):
-            raise PrivacyParameterError(
-                "distances/gradients: pass exactly one of distances= (gradient-pair l2 distances) or "
-                "gradients= (the per-example gradients of the batch)."
-            )
-        k = check_positive_int(num_steps, "num_steps")
-        q = check_sample_rate(sample_rate)
-        s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
-        d = pairwise_distances(gradients) if gradients is not None else check_distances(distances)
+        k, q, s, d = pairwise_step_inputs(noise_std, sample_rate, distances, gradients, num_steps)
         if d.size < 2:
             raise PrivacyParameterError(
                 "distances has a single pair: the Bayesian accountant estimates the privacy cost from "
@@ -220,18 +199,8 @@ class BayesianAccountant(Accountant):
         T = self.total_steps
         all_c = _sgm_log_costs(self.orders, d, s, q)
         costs = list(_ucb_rows(T * k * all_c, self.gamma) / T)
-        self.history.append(
-            {
-                "num_steps": k,
-                "sample_rate": q,
-                "noise_std": s,
-                "num_pairs": int(d.size),
-                "mean_distance": float(d.mean()),
-                "max_distance": float(d.max()),
-                # total cost of these num_steps steps (already multiplied by num_steps), per order
-                "log_cost": [float(c) for c in costs],
-            }
-        )
+        # log_cost: the total cost of these num_steps steps (already multiplied by num_steps), per order
+        self.history.append({**step_summary(k, q, s, d), "log_cost": [float(c) for c in costs]})
         return float(min(c / lam for c, lam in zip(costs, self.orders)))
 
     # -- reading ----------------------------------------------------------------------------------

@@ -43,16 +43,9 @@ def steps_for_epochs(n: int, batch_size: int, epochs: float) -> int:
 SURROGATES = {"without_replacement": "wang_wor", "poisson": "moments"}
 
 
-def calibrate_noise_multiplier(
-    epsilon: float,
-    delta: float,
-    sample_rate: float,
-    steps: int,
-    sampling: str = "without_replacement",
-    accountant: str = "rdp",
-    rel_tol: float = 1e-3,
-    z0: Optional[float] = None,
-) -> float:
+def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
+                               sampling: str = "without_replacement", accountant: str = "rdp", rel_tol: float = 1e-3,
+                               z0: Optional[float] = None) -> float:
     """Smallest noise multiplier (to ``rel_tol``) whose epsilon after ``steps`` steps is <= target.
 
     A guess comes from ``z0`` or, by default, from a fast surrogate accountant computing the same
@@ -171,15 +164,8 @@ def calibrate(
     }
 
 
-def steps_to_epsilon(
-    epsilon: float,
-    delta: float,
-    noise_multiplier: float,
-    sample_rate: float,
-    sampling: str = "poisson",
-    accountant: str = "rdp",
-    max_steps: int = 10**9,
-) -> int:
+def steps_to_epsilon(epsilon: float, delta: float, noise_multiplier: float, sample_rate: float,
+                     sampling: str = "poisson", accountant: str = "rdp", max_steps: int = 10**9) -> int:
     """Largest number of steps whose epsilon stays <= ``epsilon`` (0 if even one step exceeds it).
 
     Found by doubling then bisection on the integer number of steps (epsilon grows with steps).

@@ -386,15 +386,8 @@ def sample_squared_sensitivity(
 # --------------------------------------------------------------------------------------------
 
 
-def dpswd_epsilon_full_batch(
-    alpha: Optional[float],
-    sigma: float,
-    k: int,
-    d: int,
-    delta: float,
-    bound: str = "bernstein",
-    convention: str = "paper_text",
-) -> float:
+def dpswd_epsilon_full_batch(alpha: Optional[float], sigma: float, k: int, d: int, delta: float,
+                             bound: str = "bernstein", convention: str = "paper_text") -> float:
     """Proposition 2: epsilon = alpha w(k, delta/2) / (2 sigma^2) + log(2/delta) / (alpha - 1).
 
     ``alpha=None`` minimises over alpha > 1 in closed form: alpha* = 1 + sqrt(log(2/delta) / A)
@@ -471,24 +464,11 @@ def _epsilon_for(z, q, steps, delta, sampling):
     return float(epsilon_for(z, q, steps, delta, sampling))
 
 
-def calibrate_dpswd_sigma(
-    epsilon: float,
-    delta: float,
-    k: int,
-    d: int,
-    n: int,
-    batch_size: int,
-    epochs: Optional[int] = None,
-    bound: str = "bernstein",
-    convention: str = "paper_text",
-    delta_split: float = 0.5,
-    sampling: str = "without_replacement",
-    steps: Optional[int] = None,
-    rel_tol: float = 1e-3,
-    delta_bound: Optional[float] = None,
-    delta_rdp: Optional[float] = None,
-    z0: Optional[float] = None,
-) -> Dict[str, Any]:
+def calibrate_dpswd_sigma(epsilon: float, delta: float, k: int, d: int, n: int, batch_size: int,
+                          epochs: Optional[int] = None, bound: str = "bernstein", convention: str = "paper_text",
+                          delta_split: float = 0.5, sampling: str = "without_replacement",
+                          steps: Optional[int] = None, rel_tol: float = 1e-3, delta_bound: Optional[float] = None,
+                          delta_rdp: Optional[float] = None, z0: Optional[float] = None) -> Dict[str, Any]:
     """Noise std sigma of DP-SWD reaching (epsilon, delta) over minibatch training.
 
     sigma = noise_multiplier * sqrt(w), where w = sensitivity_bound(k, d, delta_bound) and the
@@ -531,22 +511,10 @@ def calibrate_dpswd_sigma(
     }
 
 
-def dpswd_epsilon(
-    sigma: float,
-    delta: float,
-    k: int,
-    d: int,
-    n: int,
-    batch_size: int,
-    epochs: Optional[int] = None,
-    bound: str = "bernstein",
-    convention: str = "paper_text",
-    delta_split: float = 0.5,
-    sampling: str = "without_replacement",
-    steps: Optional[int] = None,
-    delta_bound: Optional[float] = None,
-    delta_rdp: Optional[float] = None,
-) -> float:
+def dpswd_epsilon(sigma: float, delta: float, k: int, d: int, n: int, batch_size: int, epochs: Optional[int] = None,
+                  bound: str = "bernstein", convention: str = "paper_text", delta_split: float = 0.5,
+                  sampling: str = "without_replacement", steps: Optional[int] = None,
+                  delta_bound: Optional[float] = None, delta_rdp: Optional[float] = None) -> float:
     """Epsilon of DP-SWD with noise std ``sigma`` (inverse of :func:`calibrate_dpswd_sigma`)."""
     sigma = check_positive(sigma, "sigma", "the std of the Gaussian noise")
     delta = check_delta(delta)

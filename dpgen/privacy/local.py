@@ -97,27 +97,27 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
         a, b = D / (2 * s), epsilon * s / D
         return norm.cdf(a - b) - math.exp(epsilon + norm.logcdf(-a - b))  # e^eps Phi(.) without overflow
 
-    lo, hi = 1e-6 * D, D
-    while delta_of(hi) > delta:
+    return geometric_bisect(lambda s: delta_of(s) > delta, 1e-6 * D, D)
+
+
+def geometric_bisect(too_small, lo: float, hi: float, rel_tol: float = 1e-10) -> float:
+    """The smallest positive x with ``too_small(x)`` False (``too_small`` True below it, False above),
+    to ``rel_tol`` relative: ``hi`` doubled until it is not too small, then bisection on log x."""
+    while too_small(hi):
         hi *= 2
     for _ in range(200):
         mid = math.sqrt(lo * hi)
-        if delta_of(mid) > delta:
+        if too_small(mid):
             lo = mid
         else:
             hi = mid
-        if hi / lo < 1 + 1e-10:
+        if hi / lo < 1 + rel_tol:
             break
     return hi
 
 
-def gaussian_sigma(
-    epsilon: float,
-    delta: float,
-    radius: float,
-    sensitivity: str = "diameter",
-    calibration: str = "analytic",
-) -> float:
+def gaussian_sigma(epsilon: float, delta: float, radius: float, sensitivity: str = "diameter",
+                   calibration: str = "analytic") -> float:
     """Gaussian std for (epsilon, delta)-LDP of records in an l2 ball of ``radius``."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)

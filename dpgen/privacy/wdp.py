@@ -43,13 +43,8 @@ import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 
 from dpgen.privacy.base import Accountant
-from dpgen.privacy.validation import (
-    PrivacyParameterError,
-    check_delta,
-    check_positive,
-    check_positive_int,
-    check_sample_rate,
-)
+from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
+                                      check_sample_rate)
 
 __all__ = [
     "FRAMEWORKS",
@@ -302,6 +297,12 @@ def _is_nonpos_int(x: float) -> bool:
     return float(x).is_integer() and x <= 0
 
 
+def _check_terms(n: int, max_terms: int, a: float, b: float, z_left: np.ndarray) -> None:
+    if n >= max_terms:
+        raise RuntimeError(f"kummer_m: series for a={a}, b={b} did not converge in {max_terms} terms "
+                           f"(max |z| = {np.abs(z_left).max():.3g}); raise max_terms.")
+
+
 def _series(a: float, b: float, z: np.ndarray, tol: float, max_terms: int) -> np.ndarray:
     """Direct power series ``sum_n (a)_n / (b)_n z^n / n!`` (vectorised over z).
 
@@ -316,11 +317,7 @@ def _series(a: float, b: float, z: np.ndarray, tol: float, max_terms: int) -> np
     absz = np.abs(z)
     n = 0
     while not done.all():
-        if n >= max_terms:
-            raise RuntimeError(
-                f"kummer_m: series for a={a}, b={b} did not converge in {max_terms} terms "
-                f"(max |z| = {absz[~done].max():.3g}); raise max_terms."
-            )
+        _check_terms(n, max_terms, a, b, absz[~done])
         term = term * ((a + n) / (b + n)) * z / (n + 1)
         n += 1
         upd = ~done
@@ -365,11 +362,7 @@ def _log_series_positive(a: float, b: float, x: np.ndarray, tol: float, max_term
     done = np.zeros(x.shape, dtype=bool)
     n = 0
     while not done.all():
-        if n >= max_terms:
-            raise RuntimeError(
-                f"kummer_m: series for a={a}, b={b} did not converge in {max_terms} terms "
-                f"(max z = {x[~done].max():.3g}); raise max_terms."
-            )
+        _check_terms(n, max_terms, a, b, x[~done])
         log_term = log_term + math.log((a + n) / (b + n)) + logx - math.log(n + 1)
         n += 1
         upd = ~done
@@ -505,6 +498,26 @@ def pairwise_distances(gradients) -> np.ndarray:
     return np.sqrt(np.maximum(d2[iu], 0.0))
 
 
+def pairwise_step_inputs(noise_std, sample_rate, distances, gradients, num_steps):
+    """The checked inputs of a pairwise (data-dependent) accountant's step: (num_steps, q, noise std,
+    pair distances), the distances given or those of all pairs of the per-example ``gradients``."""
+    if (distances is None) == (gradients is None):
+        raise PrivacyParameterError(
+            "distances/gradients: pass exactly one of distances= (gradient-pair l2 distances) or "
+            "gradients= (the per-example gradients of the batch).")
+    k = check_positive_int(num_steps, "num_steps")
+    q = check_sample_rate(sample_rate)
+    s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
+    d = pairwise_distances(gradients) if gradients is not None else check_distances(distances)
+    return k, q, s, d
+
+
+def step_summary(k: int, q: float, s: float, d: np.ndarray) -> Dict[str, Any]:
+    """What a pairwise accountant's history records of a step (besides its cost)."""
+    return {"num_steps": k, "sample_rate": q, "noise_std": s, "num_pairs": int(d.size),
+            "mean_distance": float(d.mean()), "max_distance": float(d.max())}
+
+
 def wdp_step_loss(distances, noise_std, sample_rate, order) -> float:
     """Theorem 2: the WDP privacy loss of one step, ``[sum_i E|Z_ti|^mu]^(1/mu)``.
 
@@ -585,41 +598,15 @@ class WassersteinAccountant(Accountant):
         self.beta = check_positive(beta, "beta", "the free parameter of Theorem 1, e.g. beta=1")
 
     # -- recording ------------------------------------------------------------------------------
-    def step(
-        self,
-        *,
-        noise_std,
-        sample_rate,
-        distances=None,
-        gradients=None,
-        num_steps: int = 1,
-    ) -> float:
+    def step(self, *, noise_std, sample_rate, distances=None, gradients=None, num_steps: int = 1) -> float:
         """Record ``num_steps`` steps with this batch summary; returns the per-step loss ``W_t``.
 
         ``noise_std``: std of the Gaussian noise added to the gradient (``noise_multiplier * C``);
         ``sample_rate``: ``q`` in (0, 1]; exactly one of ``distances`` / ``gradients`` (see class doc).
         """
-        if (distances is None) == (gradients is None):
-            raise PrivacyParameterError(
-                "distances/gradients: pass exactly one of distances= (gradient-pair l2 distances) or "
-                "gradients= (the per-example gradients of the batch)."
-            )
-        k = check_positive_int(num_steps, "num_steps")
-        q = check_sample_rate(sample_rate)
-        s = check_positive(noise_std, "noise_std", "the std of the Gaussian noise (noise_multiplier * C)")
-        d = pairwise_distances(gradients) if gradients is not None else check_distances(distances)
+        k, q, s, d = pairwise_step_inputs(noise_std, sample_rate, distances, gradients, num_steps)
         loss = wdp_step_loss(d, s, q, self.order)
-        self.history.append(
-            {
-                "num_steps": k,
-                "sample_rate": q,
-                "noise_std": s,
-                "num_pairs": int(d.size),
-                "mean_distance": float(d.mean()),
-                "max_distance": float(d.max()),
-                "loss": loss,
-            }
-        )
+        self.history.append({**step_summary(k, q, s, d), "loss": loss})
         return loss
 
     # -- reading ----------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def _load_generator(cfg, run_dir: Path):
 
     from dpgen.data import load_dataset
     from dpgen.models import make_generator
-    from dpgen.train.trainer import resolve_device
+    from dpgen.utils.device import resolve_device
 
     ds = load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
                       **dict(getattr(cfg.dataset, "options", {}) or {}))
@@ -93,7 +93,7 @@ def _load_generator(cfg, run_dir: Path):
     device = resolve_device(cfg.trainer.device)
     gen = make_generator(cfg.model.generator, shape, num_classes, cfg.model.code_dim).to(device)
     state = torch.load(run_dir / "checkpoints" / "last.pt", map_location=device, weights_only=False)
-    gen.load_state_dict(state["generator"])
+    gen.load_state_dict(state["models"]["generator"])
     gen.eval()
     return gen, shape, device, len(ds), int(np.prod(shape))
 
@@ -101,7 +101,7 @@ def _load_generator(cfg, run_dir: Path):
 def run_preset(preset: str, overrides: Sequence[str], run_dir: Path, generations: int) -> Dict:
     """Train one preset, evaluate ``generations`` synthetic sets; metrics mean / std and the run's facts."""
     from dpgen.train import train_generative
-    from dpgen.train.trainer import evaluate_generator, fid_of_generator
+    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
 
     cfg = compose_preset(preset, [*overrides, "trainer.progress=false"])
     t0 = time.time()

@@ -232,11 +232,7 @@ def main(argv=None):
         title=f"DP-SWD Figure 2 (section 6.1): SWD vs DP-SWD, N(0, I_5) vs N(c 1, I_5) ({args.scale} scale)",
         notes=notes_for(rows, args.scale, args.p, args.draws),
     )
-    import matplotlib.pyplot as plt
-
-    fig = plot(rows, args.p)
-    save_figure(fig, "dpswd_fig2_toy")
-    plt.close(fig)
+    save_figure(plot(rows, args.p), "dpswd_fig2_toy")
     print(f"[dpgen] fig-dpswd-toy ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

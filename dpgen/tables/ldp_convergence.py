@@ -141,11 +141,7 @@ def main(argv=None):
     write_table("ldp_convergence", rows, COLUMNS,
                 title=f"Entropic-LDP GAN Figure 5 on mnist10k ({args.scale} scale)",
                 notes=notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    import matplotlib.pyplot as plt
-
-    fig = plot(rows, samples)
-    save_figure(fig, "ldp_fig5_convergence")
-    plt.close(fig)
+    save_figure(plot(rows, samples), "ldp_fig5_convergence")
     print(f"[dpgen] fig-ldp-convergence ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

@@ -123,11 +123,7 @@ def main(argv=None):
     rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
     write_table("ldp_mnist", rows, COLUMNS, title=f"Entropic-LDP GAN Figure 2 on mnist10k ({args.scale} scale)",
                 notes=notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    import matplotlib.pyplot as plt
-
-    fig = plot(pics)
-    save_figure(fig, "ldp_fig2_mnist")
-    plt.close(fig)
+    save_figure(plot(pics), "ldp_fig2_mnist")
     print(f"[dpgen] fig-ldp-mnist ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

@@ -92,11 +92,7 @@ def main(argv=None):
     ]
     write_table("ldp_trainsize", rows, COLUMNS, title=f"Entropic-LDP GAN Figure 11 on mnist10k ({args.scale} scale)",
                 notes=notes)
-    import matplotlib.pyplot as plt
-
-    fig = plot(rows)
-    save_figure(fig, "ldp_fig11_trainsize")
-    plt.close(fig)
+    save_figure(plot(rows), "ldp_fig11_trainsize")
     print(f"[dpgen] fig-ldp-trainsize ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

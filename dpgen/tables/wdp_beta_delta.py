@@ -63,26 +63,18 @@ def make_figure(rows: List[Dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpgen.utils.io import save_figure
+    from dpgen.utils.io import label_axes, save_figure
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     for d in DELTAS_A:
         pts = [(r["beta"], r["epsilon"]) for r in rows if r["panel"] == "a" and r["delta"] == d]
         ax1.plot([p[0] for p in pts], [p[1] for p in pts], label=f"$\\delta$={d:g}")
-    ax1.set_xlabel("$\\beta$")
-    ax1.set_ylabel("$\\epsilon$")
-    ax1.set_title("(a) $\\epsilon$ vs $\\beta$")
-    ax1.grid(alpha=0.3)
-    ax1.legend(fontsize=8)
+    label_axes(ax1, "$\\beta$", "$\\epsilon$", "(a) $\\epsilon$ vs $\\beta$")
     for b in BETAS_B:
         pts = [(r["delta"], r["epsilon"]) for r in rows if r["panel"] == "b" and r["beta"] == b]
         ax2.plot([p[0] for p in pts], [p[1] for p in pts], label=f"$\\beta$={b:g}")
     ax2.set_xscale("log")
-    ax2.set_xlabel("$\\delta$")
-    ax2.set_ylabel("$\\epsilon$")
-    ax2.set_title("(b) $\\epsilon$ vs $\\delta$")
-    ax2.grid(alpha=0.3, which="both")
-    ax2.legend(fontsize=8)
+    label_axes(ax2, "$\\delta$", "$\\epsilon$", "(b) $\\epsilon$ vs $\\delta$", grid="both")
     L = rows[0]["total_loss"]
     fig.suptitle(f"WDP Figure 3: $\\epsilon = L - \\log(\\delta)/\\beta$, L = {L:.4g}")
     fig.tight_layout()

@@ -111,7 +111,7 @@ def make_figure(rows: List[Dict], quantiles: Sequence[float]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpgen.utils.io import save_figure
+    from dpgen.utils.io import label_axes, save_figure
 
     fig, axes = plt.subplots(1, len(quantiles), figsize=(4.2 * len(quantiles), 3.8))
     axes = np.atleast_1d(axes)
@@ -122,11 +122,7 @@ def make_figure(rows: List[Dict], quantiles: Sequence[float]) -> None:
             pts = [(r["step"], r["epsilon"]) for r in rows if r["quantile"] == qu and r["accountant"] == name]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style[name], label=label[name])
         ax.set_yscale("log")
-        ax.set_title(f"C = {qu:g}-quantile of gradient norm")
-        ax.set_xlabel("step")
-        ax.set_ylabel("$\\epsilon$")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        label_axes(ax, "step", "$\\epsilon$", f"C = {qu:g}-quantile of gradient norm", grid="both")
     fig.suptitle("WDP Figure 2: composition over synthetic Weibull(0.5) gradients, $\\sigma$=0.2, no clipping")
     fig.tight_layout()
     save_figure(fig, FIGURE_NAME)

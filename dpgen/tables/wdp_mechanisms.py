@@ -99,7 +99,7 @@ def make_figure(rows: List[Dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpgen.utils.io import save_figure
+    from dpgen.utils.io import label_axes, save_figure
 
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     panels = [("laplace", "RDP"), ("laplace", "WDP"), ("gaussian", "RDP"), ("gaussian", "WDP")]
@@ -112,11 +112,8 @@ def make_figure(rows: List[Dict]) -> None:
                 if r["mechanism"] == mech and r["framework"] == fw and r["scale"] == s
             )
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"${sym[mech]}$={s:g}")
-        ax.set_title(f"{'LM' if mech == 'laplace' else 'GM'} under {fw}")
-        ax.set_xlabel("order " + ("$\\alpha$" if fw == "RDP" else "$\\mu$"))
-        ax.set_ylabel("$\\epsilon$")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        label_axes(ax, "order " + ("$\\alpha$" if fw == "RDP" else "$\\mu$"), "$\\epsilon$",
+                   f"{'LM' if mech == 'laplace' else 'GM'} under {fw}")
     fig.suptitle("WDP Figure 1: privacy budget vs order (sensitivity 1)")
     fig.tight_layout()
     save_figure(fig, FIGURE_NAME)

@@ -1,10 +1,14 @@
-"""Tasks a run can perform (``task=`` in the config)."""
+"""Tasks a run can perform (``task=`` in the config).
+
+Each trainable task is a :class:`dpgen.train.loop.Task` (data, models, batches, evaluation,
+summary) run by the one loop; ``TASKS[name](cfg, output_dir=...)`` runs it in a run folder.
+``accounting`` trains nothing: it reports what a private method's settings spend.
+"""
 
 from dpgen.tasks.accounting import run_accounting
-from dpgen.tasks.domain_adaptation import run_domain_adaptation
-from dpgen.tasks.classification import run_classification
-from dpgen.tasks.generation import run_generation
+from dpgen.tasks.classification import ClassificationTask
+from dpgen.tasks.domain_adaptation import DomainAdaptationTask
+from dpgen.tasks.generation import GenerationTask
 
-TASKS = {"accounting": run_accounting, "generation": run_generation}
-TASKS["classification"] = run_classification
-TASKS["domain_adaptation"] = run_domain_adaptation
+TASKS = {"accounting": run_accounting, **{t.name: t.run for t in (GenerationTask, ClassificationTask,
+                                                                   DomainAdaptationTask)}}

@@ -1,34 +1,195 @@
-"""``task=generation``: train a generator with the shared trainer, evaluate it, print a summary."""
+"""``task=generation``: a generator trained by the one loop (dpgen.train.loop) on a private set.
+
+Per step the method draws the real batch (``sample_batch``: its sampling scheme is what its
+accountant assumes); its ``step`` draws the generated batch with labels uniform (never the private
+labels), applies its privacy mechanism to the real side and sets the generator's gradients. After
+training: ``samples.png`` (8 rows; with labels, column j shows class j), downstream classifiers
+trained on synthetic samples and tested on the real test split (``task.eval_models``), FID
+(``task.fid``). The test split is read only then: nothing is selected or stopped on it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+
+from dpgen.train.loop import Task
 
 
+@dataclass
+class GenerationBatch:
+    """One step's data: the real private batch (None when a Poisson batch is empty), the size of
+    the generated batch and the device it is drawn on."""
 
-def run_generation(cfg, output_dir: Path | None = None) -> Dict[str, Any]:
-    from dpgen.train import train_generative
-    from dpgen.utils.run_dir import start_run_dir
+    real: Optional[torch.Tensor]
+    y: Optional[torch.Tensor]
+    size: int
+    device: torch.device
 
-    out = start_run_dir(cfg, output_dir, "generation")
-    m = train_generative(cfg, out)
-    p = m["privacy"]
-    print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
-          f"{m['train_seconds']:.1f} s training on {m['device']}")
-    if p.get("private") and "noise_scale" in p:  # a local mechanism (entropic_ldp): one release, per record
-        print(f"  privacy: ({p['epsilon_spent']:g}, {p['delta']:.3g})-LDP per record, {p['mechanism']}; "
-              "independent of the training steps (Remark 1)")
-    elif p.get("private"):
-        detail = (f"{p['bound']} bound, k={p['k']}, rows: {p['row_bound']}" if "bound" in p else
-                  f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
-        print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at delta "
-              f"{p['delta']:.3g} (sigma {p['sigma']:.4g}, {detail})")
-    else:
-        print("  privacy: none (non-private baseline)")
-    for name, r in (m.get("downstream") or {}).items():
-        if isinstance(r, dict) and "test_acc" in r:
-            print(f"  downstream {name}: {r['test_acc']:.2f}% on the real test split ({m['downstream']['n_test']} "
-                  f"images), trained on {m['downstream']['n_synthetic']} synthetic samples")
-    print(f"  files: {out / 'metrics.json'}" + (f", {m['samples_png']}" if "samples_png" in m else ""))
-    return m
+
+class GenerationTask(Task):
+    name = "generation"
+
+    def setup(self, cfg, device) -> None:
+        from dpgen.data import load_split
+
+        self.device = device
+        self.train_ds = load_split(cfg.dataset, "train")
+        self.n_private = len(self.train_ds)
+        self.shape = tuple(self.train_ds.shape)
+        self.num_classes = int(getattr(self.train_ds, "num_classes", cfg.dataset.num_classes) or 0)
+        self.in_memory = hasattr(self.train_ds, "tensors")
+
+    def build(self, cfg, steps: int, device):
+        from dpgen.methods import make_method
+        from dpgen.models import make_generator
+
+        method = make_method(cfg, num_classes=self.num_classes, data_dim=int(np.prod(self.shape)),
+                             n_private=self.n_private, steps=steps, batch_size=cfg.trainer.batch_size,
+                             image_shape=self.shape)
+        if not self.in_memory and method.needs_whole_set:
+            raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
+                             f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
+        gen = make_generator(cfg.model.generator, self.shape, self.num_classes, cfg.model.code_dim).to(device)
+        return method, {"generator": gen}
+
+    def prepare(self, method, output_dir: Path) -> bool:
+        if not self.in_memory:
+            return False
+        # the whole set on the device at once; a method may transform it once (a DP mean, local privatisation)
+        x, y = self.train_ds.tensors[0].to(self.device), self.train_ds.tensors[1].to(self.device)
+        self.X, self.Y = method.prepare_data(x, y, output_dir)
+        return True
+
+    def fetch(self, idx: torch.Tensor):
+        if self.in_memory:
+            idx = idx.to(self.device)
+            return self.X[idx], self.Y[idx]
+        items = [self.train_ds[int(i)] for i in idx]  # lazy datasets (CelebA): this step's records only
+        return (torch.stack([x for x, _ in items]).to(self.device),
+                torch.as_tensor([int(y) for _, y in items], device=self.device))
+
+    def next_batch(self, method, sampler_gen, step: int, target_steps: int):
+        b = self.cfg.trainer.batch_size
+        idx = method.sample_batch(self.n_private, b, sampler_gen)
+        if idx.numel() == 0:  # an empty batch: nothing to learn; a private method still releases its noise
+            return GenerationBatch(None, None, b, self.device) if method.private else None
+        real, y = self.fetch(idx)
+        return GenerationBatch(real, y, b, self.device)
+
+    def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
+        from dpgen.models import count_parameters
+
+        gen = models["generator"]
+        m: Dict[str, Any] = {"generator": type(gen).__name__, "generator_parameters": count_parameters(gen)}
+        with torch.no_grad():  # 8 rows; with labels, column j shows class j
+            k = self.num_classes
+            y_grid = torch.arange(k, device=device).repeat(8) if k else None
+            xg, _ = gen.sample(8 * (k or 8), y=y_grid, device=device,
+                               generator=torch.Generator(device=device).manual_seed(cfg.seed + 1))
+            if len(self.shape) == 3:
+                save_grid(xg, output_dir / "samples.png", nrow=k or 8)
+                m["samples_png"] = str(output_dir / "samples.png")
+        if cfg.task.eval_models:
+            m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
+        if cfg.task.fid:
+            m.update(fid_of_generator(cfg, gen, self.shape, device))
+        return m
+
+    def summary(self, m: Dict[str, Any], out: Path) -> None:
+        p = m["privacy"]
+        print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
+              f"{m['train_seconds']:.1f} s training on {m['device']}")
+        if p.get("private") and "noise_scale" in p:  # a local mechanism (entropic_ldp): one release, per record
+            print(f"  privacy: ({p['epsilon_spent']:g}, {p['delta']:.3g})-LDP per record, {p['mechanism']}; "
+                  "independent of the training steps (Remark 1)")
+        elif p.get("private"):
+            detail = (f"{p['bound']} bound, k={p['k']}, rows: {p['row_bound']}" if "bound" in p else
+                      f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
+            print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at delta "
+                  f"{p['delta']:.3g} (sigma {p['sigma']:.4g}, {detail})")
+        else:
+            print("  privacy: none (non-private baseline)")
+        for name, r in (m.get("downstream") or {}).items():
+            if isinstance(r, dict) and "test_acc" in r:
+                print(f"  downstream {name}: {r['test_acc']:.2f}% on the real test split ({m['downstream']['n_test']} "
+                      f"images), trained on {m['downstream']['n_synthetic']} synthetic samples")
+        print(f"  files: {out / 'metrics.json'}" + (f", {m['samples_png']}" if "samples_png" in m else ""))
+
+
+def save_grid(images: torch.Tensor, path: Path, nrow: int = 10) -> None:
+    """Save a grid of images in [0, 1] (N, C, H, W) as PNG (atomically)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from torchvision.utils import make_grid
+
+    from dpgen.utils.io import atomic_write_bytes
+
+    grid = make_grid(images.detach().cpu().clamp(0, 1), nrow=nrow, padding=1, pad_value=1.0)
+    arr = grid.permute(1, 2, 0).numpy()
+    fig = plt.figure(figsize=(arr.shape[1] / 40 + 1, arr.shape[0] / 40 + 1))
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.imshow(arr.squeeze(-1) if arr.shape[-1] == 1 else arr, cmap="gray" if arr.shape[-1] == 1 else None,
+              interpolation="nearest")
+    ax.axis("off")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any]:
+    """Downstream classifiers trained on synthetic samples, tested on the real test split."""
+    from dpgen.data import as_tensors, load_split
+    from dpgen.eval import evaluate_downstream
+
+    task = cfg.task
+    test_ds = load_split(cfg.dataset, "test")
+    X_test, Y_test = as_tensors(test_ds)
+    n_syn = int(task.n_synthetic) if task.n_synthetic else min(60000, 10 * n_private)
+    xs, ys = [], []
+    g = torch.Generator(device=device).manual_seed(cfg.seed + 2)
+    with torch.no_grad():
+        for i in range(0, n_syn, 1000):
+            x, y = gen.sample(min(1000, n_syn - i), generator=g, device=device)
+            xs.append(x.cpu())
+            ys.append(y.cpu())
+    x_syn, y_syn = torch.cat(xs), torch.cat(ys)
+    res = evaluate_downstream(x_syn, y_syn, X_test, Y_test, models=tuple(task.eval_models),
+                              image_shape=tuple(shape) if len(shape) == 3 else None,
+                              max_epochs=task.eval_max_epochs, seed=cfg.seed, device=str(device))
+    res["n_synthetic"] = n_syn
+    res["n_test"] = int(X_test.shape[0])
+    return res
+
+
+def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:
+    """{"fid": value} or {"fid": None, "fid_missing": reason}; real statistics cached per dataset."""
+    from dpgen.data import as_tensors, load_split
+    from dpgen.eval.fid import FIDUnavailable, compute_fid, real_statistics
+    from dpgen.utils.io import outputs_dir
+
+    if len(shape) != 3:
+        return {"fid": None, "fid_missing": f"FID needs images; {cfg.dataset.name} rows have shape {shape}"}
+    n = int(cfg.task.fid_samples)
+    try:
+        test = load_split(cfg.dataset, "test")
+        n_real = min(n, len(test))
+        stats = real_statistics(f"{cfg.dataset.name}_test", lambda: as_tensors(test, n_real)[0],
+                                outputs_dir() / "fid_stats", n=n_real, device=str(device))
+        g = torch.Generator(device=device).manual_seed(cfg.seed + 3)
+        with torch.no_grad():
+            fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
+                              for i in range(0, n, 500)])
+        return {"fid": compute_fid(fake, real_stats=stats, device=str(device)), "fid_samples": n,
+                "fid_real_images": n_real}
+    except FIDUnavailable as e:
+        return {"fid": None, "fid_missing": " ".join(str(e).split())}

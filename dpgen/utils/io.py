@@ -132,12 +132,29 @@ def write_table(
     return {"csv": csv_path, "md": md_path}
 
 
-def save_figure(fig, name: str, directory: Optional[Path] = None, echo: bool = True) -> Path:
-    """Save a matplotlib figure atomically as ``outputs/figures/<name>.png``."""
+def save_figure(fig, name: str, directory: Optional[Path] = None, echo: bool = True, close: bool = True) -> Path:
+    """Save a matplotlib figure atomically as ``outputs/figures/<name>.png`` (then close it)."""
     d = Path(directory) if directory is not None else figures_dir()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     path = atomic_write_bytes(d / f"{name}.png", buf.getvalue())
+    if close:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     if echo:
         print(f"[dpgen] wrote {path}")
     return path
+
+
+def label_axes(ax, xlabel: str, ylabel: str, title: Optional[str] = None, grid: str = "major",
+               legend: bool = True) -> None:
+    """The figures' axis style: labels, optional title, a light grid (``grid`` = major | both), a small legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+    ax.grid(alpha=0.3, which=grid)
+    if legend:
+        ax.legend(fontsize=8)
+

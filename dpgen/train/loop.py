@@ -1,0 +1,239 @@
+"""The one training loop: ``fit(cfg, task, output_dir)`` for every task and every method.
+
+A *task* (``dpgen.tasks``: generation, classification, domain_adaptation) says what the data are,
+which networks are trained, how a step's batch is built, how the result is evaluated and what is
+summarised (:class:`Task`). A *method* (``dpgen.methods``) implements one contract
+(:class:`dpgen.methods.base.Method`): ``sample_batch`` (the sampling its accountant assumes),
+``step(models, batch)`` (sets the gradients, the privacy mechanism inside; returns what it may
+publish), ``account()`` and its ledger. This loop alone owns the rest:
+
+* ``trainer.device=auto`` (CUDA when present), ``seed`` for models and public randomness; the
+  mechanism's randomness (which records a batch holds, directions, noise) from OS entropy unless
+  ``privacy.secret_randomness=false`` (:func:`dpgen.train.trainer.mechanism_generators`);
+* the budget: a private method's ledger knows how many steps its (epsilon, delta) allows; the run
+  stops before a step that would exceed it, counting the steps its ledger already holds, and
+  records why it stopped (``stop_reason``);
+* a non-finite step stops the run with the step number: the test reads a released quantity (the
+  published loss, else the released gradient), the failed step is charged in the ledger file and
+  the last good checkpoint is kept;
+* ``trainer.ema``: an average of the trained networks, evaluated instead of the last iterate
+  (post-processing of the released iterates: no privacy cost);
+* publication (:mod:`dpgen.train.publication`): the ledger is on disk before a line reaches
+  ``metrics.jsonl`` or the csv / tensorboard / wandb logger, and before each checkpoint; a method
+  whose loss is computed from clean private records publishes none;
+* checkpoints every ``trainer.checkpoint_every`` steps and at the end, atomic: the networks, the
+  optimizer, the EMA, the method (its ledger), RNG states, the privacy settings the ledger was spent
+  under; ``resume=true|auto`` continues with the checkpoint's noise and refuses changed privacy
+  settings, naming them;
+* values read from the device only every ``trainer.log_every`` steps (the finite-step test aside).
+
+The run folder: ``config.yaml`` (:func:`dpgen.utils.run_dir.start_run_dir`), ``metrics.jsonl``,
+``metrics.json`` (the task's evaluation + the common fields below), ``checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+
+from dpgen.train.checkpoint import Checkpointer
+from dpgen.train.publication import Publisher, stop_step
+from dpgen.train.trainer import (EMA, TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
+                                 prepare_resume, run_state, seed_everything)
+from dpgen.utils.device import resolve_device
+from dpgen.utils.io import write_json
+
+
+class Task:
+    """What a trainable task gives the loop. Subclasses set ``name`` and implement the hooks."""
+
+    name = "task"
+    #: ``task.*`` fields that change the mechanism (refused on resume when changed)
+    task_keys: tuple = ()
+    #: the run's private records (set by ``setup``)
+    n_private: int = 0
+
+    # ---- hooks ---------------------------------------------------------------------------------
+    def setup(self, cfg, device) -> None:
+        """Load the data onto ``device``; set ``n_private`` (the private records)."""
+        raise NotImplementedError
+
+    def requested_steps(self, cfg) -> int:
+        """``trainer.steps``, else ``trainer.epochs`` epochs of ceil(n_private / B) steps."""
+        from dpgen.privacy.calibration import steps_for_epochs
+
+        t = cfg.trainer
+        return int(t.steps) if t.steps is not None else steps_for_epochs(self.n_private, t.batch_size, t.epochs)
+
+    def build(self, cfg, steps: int, device):
+        """(method, {name: trained network}) for a run whose noise is calibrated for ``steps``."""
+        raise NotImplementedError
+
+    def prepare(self, method, output_dir: Path) -> bool:
+        """A release before training (e.g. a DP mean); True when one was made (it is checkpointed)."""
+        return False
+
+    def next_batch(self, method, sampler_gen: torch.Generator, step: int, target_steps: int):
+        """This step's batch (the method samples the private records), or None to skip the step."""
+        raise NotImplementedError
+
+    def should_log(self, step: int) -> bool:
+        """Extra log points besides every ``trainer.log_every`` steps (e.g. each epoch's end)."""
+        return False
+
+    def log_fields(self, step: int, last: bool, method, models) -> Dict[str, Any]:
+        """Fields a log line adds (default: epsilon every tenth line and at the end)."""
+        every = self.cfg.trainer.log_every * 10
+        return {"epsilon": method.epsilon()} if method.private and (step % every == 0 or last) else {}
+
+    def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
+        """The task's metrics of the trained (or averaged) networks, after training."""
+        return {}
+
+    def summary(self, metrics: Dict[str, Any], output_dir: Path) -> None:
+        """Print what a user reads at the end of a run."""
+
+    # ---- running -------------------------------------------------------------------------------
+    @classmethod
+    def run(cls, cfg, output_dir: Optional[Path] = None) -> Dict[str, Any]:
+        """Run the task in a fresh (or resumed) run folder with ``config.yaml``; print the summary."""
+        from dpgen.utils.run_dir import start_run_dir
+
+        out = start_run_dir(cfg, output_dir, cls.name)
+        task = cls()
+        metrics = fit(cfg, task, out)
+        task.summary(metrics, out)
+        return metrics
+
+
+def _loggable(v) -> Any:
+    return float(v) if isinstance(v, torch.Tensor) else v
+
+
+def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
+    """Train ``cfg.method`` on ``task``; evaluate; write the run's files. Returns ``metrics.json``."""
+    from tqdm.auto import tqdm
+
+    t_start = time.time()
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t = cfg.trainer
+    task.cfg = cfg
+    device = resolve_device(t.device)
+    seed_everything(cfg.seed)  # models, generated codes and labels, public batches: from the seed
+    sampler_gen, noise_gen = mechanism_generators(cfg, device)
+    task.setup(cfg, device)
+    if t.batch_size > task.n_private:
+        raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({task.n_private} "
+                         "records): lower trainer.batch_size.")
+    steps = task.requested_steps(cfg)
+    ckpt = Checkpointer(out / "checkpoints")
+    state = load_checkpoint(cfg, ckpt)
+    calib_steps, settings = prepare_resume(state, steps, cfg, n_private=task.n_private, task_keys=task.task_keys)
+    method, models = task.build(cfg, calib_steps, device)
+    method.rng = noise_gen  # the mechanism's randomness (also for a release before training)
+    nets = torch.nn.ModuleDict(models)
+    params = list(nets.parameters()) + list(method.parameters())
+    opt = make_optimizer(t, params)
+    ema = EMA(nets, t.ema) if t.ema else None
+    publisher = Publisher(cfg, out, method, settings)
+    if state is not None:
+        nets.load_state_dict(state["models"])
+        opt.load_state_dict(state["optimizer"])
+        if ema is not None and state.get("ema") is not None:
+            ema.model.load_state_dict(state["ema"])
+    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
+    if state is not None:
+        print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
+
+    def checkpoint():
+        publisher.checkpoint(lambda: ckpt.save(run_state(
+            cfg, step, sampler_gen, noise_gen, settings, models=nets.state_dict(), optimizer=opt.state_dict(),
+            method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None)))
+
+    target_steps = stop_step(method, step, steps, method.max_steps)
+    if target_steps < steps:
+        print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
+    if task.prepare(method, out) and step == 0:  # what was released before training: in the first checkpoint
+        checkpoint()
+    bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.name}",
+               disable=not t.progress, dynamic_ncols=True)
+    nets.train()
+    logs: Dict[str, Any] = {}
+    last_logs: Dict[str, Any] = {}
+    step0, t_loop = step, time.time()
+    while step < target_steps:
+        batch = task.next_batch(method, sampler_gen, step, target_steps)
+        if batch is None:  # nothing to learn from and no mechanism to run (an empty non-private batch)
+            step += 1
+            bar.update(1)
+            continue
+        opt.zero_grad(set_to_none=True)
+        logs = method.step(models, batch)
+        if not method.released_finite(logs, params):
+            method.account()  # the mechanism ran: keep the ledger honest
+            publisher.persist()
+            what = (f"loss is {float(logs['loss'])}" if method.publishes_loss and "loss" in logs else
+                    "the released gradient is not finite")
+            raise TrainingError(
+                f"{what} at step {step + 1}: training stopped. The last good checkpoint ({ckpt.path}) is kept "
+                f"and the privacy ledger ({publisher.ledger.path}) counts the failed step; lower trainer.lr or "
+                "check the data.")
+        opt.step()
+        if ema is not None:
+            ema.update(nets)
+        method.account()
+        step += 1
+        bar.update(1)
+        last = step == target_steps
+        if step % t.log_every == 0 or last or task.should_log(step):
+            last_logs = {k: _loggable(v) for k, v in logs.items()} if method.publishes_loss else {}
+            rec = {"step": step, **last_logs,
+                   **task.log_fields(step, last, method, ema.model if ema is not None else nets)}
+            publisher.publish(rec, step)
+            if "loss" in last_logs:
+                bar.set_postfix(loss=f"{last_logs['loss']:.4g}")
+        if step % t.checkpoint_every == 0 or last:
+            checkpoint()
+    bar.close()
+    loop_s = time.time() - t_loop
+    stop_reason = ("completed" if target_steps >= steps else
+                   f"privacy budget: the next step would exceed epsilon={cfg.privacy.epsilon}")
+    evaluated = ema.model if ema is not None else nets  # the average: post-processing, no privacy cost
+    evaluated.eval()
+    metrics: Dict[str, Any] = {
+        "task": task.name,
+        "method": cfg.method.name,
+        "dataset": cfg.dataset.name,
+        "steps": step,
+        "steps_requested": steps,
+        "epochs": round(step / max(1, -(-task.n_private // t.batch_size)), 4),
+        "stop_reason": stop_reason,
+        "final_loss": (last_logs.get("loss", float("nan")) if method.publishes_loss else
+                       "withheld: computed from clean private records (only the noisy gradient is released)"),
+        "final_logs": last_logs,
+        "n_private": task.n_private,
+        "batch_size": t.batch_size,
+        "ema": t.ema,
+        "seed": cfg.seed,
+        "device": str(device),
+        "privacy": {**method.privacy_report(), "mechanism_randomness": (
+            "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
+            if cfg.privacy.secret_randomness else
+            "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")},
+        "train_seconds": round(time.time() - t_start, 2),
+        "loop_seconds": round(loop_s, 2),
+        "steps_per_second": round((step - step0) / loop_s, 3) if loop_s > 0 and step > step0 else None,
+        "checkpoint": str(ckpt.path),
+    }
+    metrics.update(task.evaluate(cfg, evaluated, method, device, out))
+    metrics["wall_seconds"] = round(time.time() - t_start, 2)
+    write_json(out / "metrics.json", metrics)
+    publisher.finish()
+    return metrics
+
+
+__all__ = ["Task", "fit"]
