@@ -7,7 +7,8 @@ VENV   ?= .venv
 PYTHON ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo python3)
 # torch/torchvision pinned to the builds on this workplace's disk (see README "Install")
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
-# SCALE=smoke (minutes on CPU, tiny budgets) | cpu (this machine's budget) | paper (the papers' budgets)
+# SCALE=smoke (minutes on CPU, tiny budgets) | cpu (this machine's budget) | paper (the papers' budgets);
+# each table's settings per scale: conf/scale/<scale>.yaml
 SCALE ?= smoke
 # where dataset files live (docs/DATA.md); empty: $$DPGEN_DATA_ROOT, else ./data
 DATA_ROOT ?=

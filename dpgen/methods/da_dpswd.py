@@ -67,7 +67,7 @@ class DASWD(DAMethod):
         self.target_grad = cfg.task.target_grad
         self.sigma = 0.0
         #: bound=frame: directions drawn as stacked orthonormal blocks (its exact sensitivity needs them)
-        self.frame = self.private and getattr(m, "bound", None) == "frame"
+        self.frame = self.private and m.bound == "frame"
         #: SWD_2^2 x d (task.sliced_scale=dim): the distance in the rows' own units (post-processing)
         self.scale = float(self.feat_dim) if cfg.task.sliced_scale == "dim" else 1.0
 

@@ -67,11 +67,11 @@ class Sinkhorn(GenerativeMethod):
                  batch_size: int = 0, **_):
         super().__init__()
         m = cfg.method
-        self.sampling = getattr(m, "sampling", "poisson")
+        self.sampling = m.sampling
         self.epsilon_reg = float(m.entropy_reg)
         self.alpha_c = float(m.alpha_c)
-        self.backend = getattr(m, "backend", "tensorized")
-        self.scaling = float(getattr(m, "scaling", 0.5))
+        self.backend = m.backend
+        self.scaling = float(m.scaling)
         self.num_classes = int(num_classes)
         self.data_dim = int(data_dim)
         self.n_private = int(n_private)
@@ -200,7 +200,7 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: the accountant assumes Poisson sampling; "
                              "set method.sampling=poisson")
-        self.clip_mode = str(getattr(cfg.method, "clip_mode", "per_sample"))
+        self.clip_mode = str(cfg.method.clip_mode)
         if self.clip_mode not in self.CLIP_MODES:
             raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid: choose one of "
                              f"{', '.join(self.CLIP_MODES)}")

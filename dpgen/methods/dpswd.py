@@ -165,7 +165,7 @@ class SWD(GenerativeMethod):
         tensor = self.label_mode == "tensor" and num_classes > 0
         self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes and not tensor else 0.0))
         self.sigma = 0.0
-        self.frame = getattr(m, "bound", None) == "frame"  # DP-SWD only
+        self.frame = self.private and m.bound == "frame"  # DP-SWD only (SWD's config has no bound)
         lp = m.compare_lowpass
         self.lowpass = None
         if lp:
@@ -176,7 +176,7 @@ class SWD(GenerativeMethod):
             data_dim = self.lowpass.out_dim
         self.fake_copies = int(m.fake_copies)
         self.center_mode = m.center
-        self.center_noise_multiplier = float(getattr(m, "center_noise_multiplier", 0.0))  # DP-SWD only
+        self.center_noise_multiplier = float(m.center_noise_multiplier) if self.private else 0.0  # DP-SWD only
         self.center = None  # set by prepare_data (dp_mean) or load_state_dict
         self.needs_whole_set = self.center_mode not in (None, "none")
         self.center_info: Dict[str, Any] = {}

@@ -156,18 +156,18 @@ class EntropicLDP(GenerativeMethod):
         self.mechanism = m.mechanism
         self.radius = float(m.radius)
         self.sensitivity = m.sensitivity
-        self.calibration = getattr(m, "calibration", "analytic")
-        self.project = bool(getattr(m, "project", True))
+        self.calibration = m.calibration
+        self.project = bool(m.project)
         self.epsilon_budget = float(pr.epsilon)
         self.delta = float(pr.delta) if self.mechanism == "gaussian" else 0.0
         self.noise_scale = noise_scale(self.mechanism, self.epsilon_budget, pr.delta, self.radius,
                                        self.sensitivity, self.calibration)
-        self.loss_kind = getattr(m, "loss", "entropic")
-        self.p, self.reg = resolve_loss(self.mechanism, self.noise_scale, getattr(m, "p", None),
-                                        getattr(m, "reg", None), bool(getattr(m, "force", False)))
-        self.dct = bool(getattr(m, "dct", False))
-        self.dct_quantile = float(getattr(m, "dct_quantile", 0.8))
-        self.scaling = float(getattr(m, "scaling", 0.9))
+        self.loss_kind = m.loss
+        self.p, self.reg = resolve_loss(self.mechanism, self.noise_scale, m.p,
+                                        m.reg, bool(m.force))
+        self.dct = bool(m.dct)
+        self.dct_quantile = float(m.dct_quantile)
+        self.scaling = float(m.scaling)
         self.secret = bool(pr.secret_randomness)
         self.seed = int(cfg.seed)
         self.dataset_name = cfg.dataset.name

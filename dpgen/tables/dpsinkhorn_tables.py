@@ -30,22 +30,12 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, save_figure, write_table
 from dpgen.utils.paper import read_paper_table
 
-SCALES: Dict[str, Dict] = {
-    # minutes on a CPU: a handful of steps, a small synthetic set, short classifier training
-    "smoke": {"generations": 1, "overrides": ["trainer.epochs=null", "trainer.steps=20", "task.n_synthetic=1000",
-                                              "task.eval_max_epochs=2", "task.fid=false", "trainer.log_every=10",
-                                              "trainer.checkpoint_every=1000"]},
-    # this 2-core CPU's budget (~15-25 min a run): 1,000 steps, lr 1e-3 instead of 1e-5 (3.4M steps)
-    "cpu": {"generations": 1, "overrides": ["trainer.epochs=null", "trainer.steps=1000", "trainer.lr=1e-3",
-                                            "task.n_synthetic=10000", "task.eval_max_epochs=10", "task.fid=false",
-                                            "trainer.checkpoint_every=250"]},
-    # the paper: the presets unchanged (eps-budgeted runs, 60k synthetic samples, FID), 5 generations
-    "paper": {"generations": 5, "overrides": []},
-}
+SCALES = table_scales("dpsinkhorn_tables")  # conf/scale/{smoke,cpu,paper}.yaml
 
 DATASET_PRESET = {"mnist": "mnist", "fashion_mnist": "fmnist", "mnist10k": "mnist10k"}
 PAPER_PREFIX = {"mnist": "MNIST", "fashion_mnist": "FMNIST", "mnist10k": "MNIST"}

@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from dpgen.config import table_scales
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
 
 COLUMNS = ["method", "fid", "fid_paper", "epsilon_spent", "sigma", "steps", "n_samples", "wall_s", "status"]
 PRESETS = {"SWD": "swd_celeba", "DP-SWD-c": "dpswd_celeba_c", "DP-SWD-b": "dpswd_celeba_b"}
-SCALES = {
-    "smoke": ["trainer.epochs=null", "trainer.steps=5", "trainer.batch_size=16", "method.k=100",
-              "task.eval_models=[]"],
-    "paper": ["task.eval_models=[]"],
-}
+SCALES = table_scales("dpswd_celeba")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
 def main(argv=None):

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
@@ -44,16 +45,8 @@ VARIANTS = {"dpswd": ("dpswd", ["method.bound=bernstein"]),  # Table 1 used the 
             "dpswd_paper": ("dpswd", ["method.bound=bernstein", "method.row_bound=batch_max",
                                       "task.target_grad=through"])}
 DIGITS = ("mu", "um")
-SCALES = {
-    # seconds: 20 steps of every method, one run
-    "smoke": {"runs": 1, "overrides": ["trainer.epochs=null", "trainer.steps=20"], "digits_overrides": []},
-    # a shared 2-core CPU: the Table 4 settings (k, batch, delta; sigma calibrated for the steps run) with
-    # 4 epochs instead of 100 on the digits (the feature problems keep Table 4's 50 epochs), 3 runs
-    "cpu": {"runs": 3, "overrides": [], "digits_overrides": ["trainer.epochs=4"]},
-    # the paper: Table 4 epochs (100 digits, 50 VisDA/Office), 10 runs
-    "paper": {"runs": 10, "overrides": [], "digits_overrides": []},
-}
-FIG_EPSILONS = {"smoke": [3.0, 10.0], "cpu": [3.0, 6.0, 10.0], "paper": [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]}
+SCALES = table_scales("dpswd_da")  # conf/scale/{smoke,cpu,paper}.yaml
+FIG_EPSILONS = {s: v["epsilons"] for s, v in table_scales("dpswd_da_figure").items()}
 FIG_PROBLEMS = ("um", "mu", "dw")
 
 COLUMNS = ["problem", "method", "runs", "acc_mean", "acc_std", "paper_mean", "paper_std", "epsilon",

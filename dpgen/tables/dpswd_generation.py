@@ -18,6 +18,7 @@ import statistics
 import time
 from typing import Dict, List
 
+from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
@@ -37,17 +38,7 @@ VARIANTS = {  # row name -> (preset suffix, extra overrides)
 PRESET_NAME = {"mnist": "mnist", "fashion_mnist": "fmnist", "mnist10k": "mnist10k"}
 PAPER_PREFIX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "mnist10k": "MNIST"}
 
-SCALES = {
-    # minutes on a CPU: a few steps, few synthetic samples, short classifier training
-    "smoke": {"runs": 1, "overrides": ["trainer.epochs=null", "trainer.steps=30", "method.k=100",
-                                       "task.n_synthetic=1000", "task.eval_max_epochs=3"]},
-    # a 2-core CPU's budget (~5 min a run on mnist10k): the paper's k and batch, 30 epochs at lr 1e-3
-    # instead of 100 at 1e-4, 20,000 synthetic samples
-    "cpu": {"runs": 1, "overrides": ["trainer.epochs=30", "trainer.lr=1e-3", "task.n_synthetic=20000",
-                                     "task.eval_max_epochs=20"]},
-    # the paper: 100 epochs, batch 100, k = 1000, 60k synthetic samples, 5 generations
-    "paper": {"runs": 5, "overrides": ["task.n_synthetic=60000"]},
-}
+SCALES = table_scales("dpswd_generation")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
 def _paper(method: str, ds: str) -> Dict[str, float]:

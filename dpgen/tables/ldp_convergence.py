@@ -26,6 +26,7 @@ import time
 import numpy as np
 import torch
 
+from dpgen.config import table_scales
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
 from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
@@ -34,11 +35,7 @@ from dpgen.utils.io import save_figure, write_table
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 RADIUS = 16.0
 DELTA = 1e-5
-SCALES = {
-    "smoke": {"noise": [0.1, 0.3], "steps": 300, "batch": 256, "n_eval": 500},
-    "cpu": {"noise": [0.1, 0.3, 0.5], "steps": 600, "batch": 256, "n_eval": 1000},
-    "paper": {"noise": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5], "steps": 10000, "batch": 500, "n_eval": 2000},
-}
+SCALES = table_scales("ldp_convergence")  # conf/scale/{smoke,cpu,paper}.yaml
 COLUMNS = ["loss", "noise_scale", "w2_to_clean", "entropic_w2_to_private", "w2_to_heldout", "w2_private_to_clean",
            "epsilon", "delta", "reg", "steps", "batch_size", "seconds", "steps_per_s"]
 LR = 1e-3

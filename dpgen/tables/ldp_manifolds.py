@@ -22,6 +22,7 @@ import time
 import numpy as np
 import torch
 
+from dpgen.config import table_scales
 from dpgen.data.synthetic import manifold_samples
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
@@ -31,12 +32,7 @@ from dpgen.utils.io import save_figure, write_table
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 MECHANISMS = ("laplace", "gaussian")
-SCALES = {
-    "smoke": {"shapes": ["half_circle"], "noise": [0.1, 0.3], "n": 300, "steps": 200},
-    "cpu": {"shapes": ["half_circle", "ellipse", "rectangle"], "noise": [0.1, 0.2, 0.3], "n": 300, "steps": 300},
-    "paper": {"shapes": ["half_circle", "ellipse", "rectangle"], "noise": [0.05, 0.1, 0.2, 0.3, 0.4], "n": 1000,
-              "steps": 1000},
-}
+SCALES = table_scales("ldp_manifolds")  # conf/scale/{smoke,cpu,paper}.yaml
 COLUMNS = ["shape", "mechanism", "noise_scale", "epsilon", "delta", "loss", "p", "reg", "w2_to_clean",
            "w2_private_to_clean", "n", "steps", "seconds"]
 LR = 1e-3

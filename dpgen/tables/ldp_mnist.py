@@ -24,6 +24,7 @@ import time
 import numpy as np
 import torch
 
+from dpgen.config import table_scales
 from dpgen.baselines import train_wgan_gp, tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
@@ -32,10 +33,7 @@ from dpgen.utils.io import save_figure, write_table
 
 DELTA = 1e-5
 RADIUS = {"laplace": 784.0, "gaussian": 28.0}  # max l1 / l2 norm of an image in [0, 1]^784
-SCALES = {
-    "smoke": {"noise": 1.0, "steps": 300, "wgan_steps": 100, "batch": 128, "n_eval": 500, "n_tune": 100},
-    "paper": {"noise": 1.0, "steps": 9000, "wgan_steps": 5000, "batch": 200, "n_eval": 2000, "n_tune": 500},
-}
+SCALES = table_scales("ldp_mnist")  # conf/scale/{smoke,cpu,paper}.yaml
 COLUMNS = ["mechanism", "noise_scale", "epsilon", "delta", "column", "w2_to_clean", "detail", "seconds"]
 COLS = ("raw", "privatised", "wavelet_denoised", "wp_gan", "wavelet_wgan_gp", "entropic_wp_gan")
 

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import torch
 
+from dpgen.config import table_scales
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
 from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
@@ -23,10 +24,7 @@ from dpgen.utils.io import save_figure, write_table
 
 RADIUS = 16.0
 DELTA = 1e-5
-SCALES = {
-    "smoke": {"noise": 0.3, "n": [500, 2000, 8000], "steps": 300, "batch": 256, "n_eval": 500},
-    "paper": {"noise": 0.3, "n": [250, 500, 1000, 2000, 4000, 8000], "steps": 5000, "batch": 500, "n_eval": 2000},
-}
+SCALES = table_scales("ldp_trainsize")  # conf/scale/{smoke,cpu,paper}.yaml
 COLUMNS = ["n", "noise_scale", "epsilon", "w2_to_train", "w2_to_test", "steps", "batch_size", "seconds"]
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.utils.io import outputs_dir, write_table
 from dpgen.utils.paper import read_paper_table
@@ -37,15 +38,7 @@ PAPER_ROW = {"mnist": "MNIST", "fashion_mnist": "F-MNIST", "cifar10": "CIFAR-10"
              "mnist10k": "MNIST", "usps": "MNIST"}
 ACC_KEY = {"moments": "DP", "bdp": "BDP", "wdp": "WDP"}
 
-SCALES = {
-    # seconds: a few steps on a slice of the work (checks the pipeline, not the numbers)
-    "smoke": {"overrides": ["trainer.epochs=null", "trainer.steps=6", "trainer.batch_size=64",
-                            "method.pair_examples=4"], "datasets": "mnist10k"},
-    # what a 2-core CPU allows in minutes: 5 epochs at batch 256 (mnist10k: 157 steps, usps: 145)
-    "cpu": {"overrides": ["trainer.epochs=5", "trainer.batch_size=256"], "datasets": "mnist10k,usps"},
-    # the presets as written (25 epochs at batch 1024 on the full datasets)
-    "paper": {"overrides": [], "datasets": "mnist,fashion_mnist,cifar10,svhn"},
-}
+SCALES = table_scales("wdp_dl")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
 def _paper(ds: str) -> Dict[str, str]:

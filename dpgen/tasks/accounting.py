@@ -23,7 +23,7 @@ def _steps(cfg: Config) -> int:
 
 def _cross_check(cfg: Config, z: float, q: float, steps: int, sampling: str) -> Dict[str, float]:
     out: Dict[str, float] = {}
-    if not getattr(cfg.task, "cross_check", False):
+    if not cfg.task.cross_check:
         return out
     for name in cfg.privacy.cross_check:
         if name == cfg.privacy.accountant:
