@@ -159,3 +159,21 @@ def test_cli_accounting_prints_sigma_and_budget_split():
     assert r.returncode == 0, r.stderr
     assert "frame sensitivity bound" in r.stdout and "DP mean release" in r.stdout
     assert "epsilon reached = 9.99" in r.stdout
+
+
+@pytest.mark.parametrize("overrides,noise", [
+    (["method=dpswd"], None), (["method=dpsinkhorn"], None), (["method=dpsinkhorn_param"], None),
+    (["method=dpsinkhorn_adv", "dataset=celeba32"], None), (["method=dpsgd", "dataset=mnist"], None),
+    # DP-DANN on U-M (q = 128 / 10,000, 7,900 steps) at (10, 1e-5): autodp's noise multiplier 0.9331
+    (["method=dpdann", "dataset=da_usps_mnist", "trainer.batch_size=128", "trainer.epochs=100"], 0.9331),
+    (["method=entropic_ldp"], None)])
+def test_accounting_covers_every_private_method(tmp_path, overrides, noise):
+    conf = validate(_compose(["task=accounting", *overrides]))
+    record = TASKS["accounting"](conf, output_dir=tmp_path)
+    assert record["method"] == conf.method.name and (tmp_path / "accounting.json").exists()
+    sigma = record.get("calibrated_noise_multiplier", record.get("sigma", record.get("scale")))
+    assert sigma is not None and sigma > 0
+    if noise is not None:
+        assert record["calibrated_noise_multiplier"] == pytest.approx(noise, abs=2e-3)
+    for v in (record.get("epsilon_cross_check") or {}).values():  # every cross-check is a number
+        assert v == v and v > 0

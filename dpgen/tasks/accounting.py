@@ -25,13 +25,12 @@ def _cross_check(cfg: Config, z: float, q: float, steps: int, sampling: str) -> 
     out: Dict[str, float] = {}
     if not cfg.task.cross_check:
         return out
-    for name in cfg.privacy.cross_check:
-        if name == cfg.privacy.accountant:
-            continue
-        if name != "rdp" and sampling != "poisson":
-            out[name] = float("nan")  # opacus and the moments accountant model Poisson sampling only
-            continue
-        out[name] = epsilon_for(z, q, steps, cfg.privacy.delta, sampling, name)
+    # opacus and the moments accountant model Poisson sampling only: a fixed-size batch is checked by
+    # the independent numpy implementation of Wang et al.'s bound (wang_wor) instead
+    names = cfg.privacy.cross_check if sampling == "poisson" else ["wang_wor"]
+    for name in names:
+        if name != cfg.privacy.accountant:
+            out[name] = epsilon_for(z, q, steps, cfg.privacy.delta, sampling, name)
     return out
 
 
@@ -134,20 +133,24 @@ def _per_step_bound_caveat(res: Dict[str, Any], m, d: int) -> List[str]:
             f"uses): w = {w:.6g}, sigma = {res['sigma_union_bound']:.6g}"]
 
 
-def account_subsampled_gaussian(cfg: Config, sensitivity: float, label: str) -> Dict[str, Any]:
+def account_subsampled_gaussian(cfg: Config, sensitivity: float, label: str, units: int = 0,
+                                per_step: int = 0) -> Dict[str, Any]:
+    """A subsampled Gaussian ledger: ``per_step`` of ``units`` drawn per step (default: the batch of the
+    N records; DP-Sinkhorn's adversarial variant: one of its partitions)."""
     m, p, t = cfg.method, cfg.privacy, cfg.trainer
     n = cfg.dataset.n_train
     steps = _steps(cfg)
-    q = t.batch_size / n
-    z = getattr(m, "noise_multiplier", None)
+    units, per_step = units or n, per_step or t.batch_size
+    q = per_step / units
+    z = m.noise_multiplier
     lines = [
-        f"{label} on {cfg.dataset.name}: N={n}, batch={t.batch_size} (q={q:.5g}, {m.sampling} sampling), "
-        f"steps={steps}",
+        f"{label} on {cfg.dataset.name}: N={n}, {per_step} of {units} {'records' if units == n else 'partitions'} "
+        f"per step (q={q:.5g}, {m.sampling} sampling), steps={steps}",
         f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g}); l2 sensitivity {sensitivity:g}",
     ]
     summary: Dict[str, Any] = {"N": n, "steps": steps, "sample_rate": q, "sampling": m.sampling,
                                "sensitivity": sensitivity}
-    cal = calibrate(p.epsilon, p.delta, n, t.batch_size, steps=steps, sampling=m.sampling,
+    cal = calibrate(p.epsilon, p.delta, units, per_step, steps=steps, sampling=m.sampling,
                     accountant=p.accountant, sensitivity=sensitivity, rel_tol=p.rel_tol)
     summary["calibrated_noise_multiplier"] = cal["noise_multiplier"]
     summary["calibrated_sigma"] = cal["sigma"]
@@ -204,14 +207,20 @@ def run_accounting(cfg: Config, output_dir: Path | None = None) -> Dict[str, Any
         per_sample = cfg.method.clip_mode == "per_sample"
         out = account_subsampled_gaussian(cfg, cfg.method.clip * (1 if per_sample else 2),
                                           f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
+    elif name == "dpsinkhorn_adv":  # one of the fixed partitions per step: q = 1 / partitions
+        k = cfg.method.num_partitions or max(2, cfg.dataset.n_train // max(cfg.trainer.batch_size, 1))
+        out = account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (adversarial, one partition per "
+                                          "step)", units=int(k), per_step=1)
     elif name == "dpsgd":
         out = account_subsampled_gaussian(cfg, cfg.method.clip, "DP-SGD")
+    elif name == "dpdann":  # per-sample clipping of the target term: sensitivity C (add/remove, Poisson)
+        out = account_subsampled_gaussian(cfg, cfg.method.clip, "DP-DANN (target term)")
     elif name == "entropic_ldp":
         out = account_entropic_ldp(cfg)
     else:
-        raise ValueError(f"task=accounting has no closed-form ledger for method={name!r} (its sample rate depends on "
-                         "a run: partitions, a domain-adaptation target): train it, and read the ledger in the run's "
-                         "metrics.json; accounting covers dpswd, dpsinkhorn, dpsinkhorn_param, dpsgd, entropic_ldp")
+        raise ValueError(f"task=accounting has no ledger for method={name!r}: it covers dpswd, dpsinkhorn, "
+                         "dpsinkhorn_param, dpsinkhorn_adv, dpsgd, dpdann and entropic_ldp (a method outside dpgen: "
+                         "train it and read the ledger in the run's metrics.json)")
     for line in out["lines"]:
         print(line)
     record = {"task": "accounting", "method": name, "dataset": cfg.dataset.name,
