@@ -94,10 +94,10 @@ def check_clip(clip) -> float:
 
 def clip_gradients(flat: torch.Tensor, clip: float):
     """Rows of ``flat`` rescaled to l2 norm ``<= clip``; returns ``(clipped, norms before clipping)``."""
-    c = check_clip(clip)
-    norms = flat.norm(dim=1)
-    factor = torch.clamp(c / norms.clamp_min(1e-12), max=1.0)
-    return flat * factor[:, None], norms
+    from dpgen.privacy.clipping import clip_per_sample  # the one per-sample clipping (DP-DANN, DP-Sinkhorn too)
+
+    clipped, norms = clip_per_sample([flat], check_clip(clip))
+    return clipped[0], norms
 
 
 def pair_distances(g: torch.Tensor) -> np.ndarray:

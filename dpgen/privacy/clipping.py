@@ -1,4 +1,4 @@
-"""Per-sample gradient clipping shared by the DP-SGD-style mechanisms (DP-DANN, DP-Sinkhorn (param grad))."""
+"""Per-sample gradient clipping shared by the DP-SGD-style mechanisms (DP-SGD, DP-DANN, DP-Sinkhorn (param grad))."""
 
 from __future__ import annotations
 
