@@ -293,6 +293,25 @@ class DPSGDConfig(MethodConfig):
 
 
 @dataclass
+class WGANGPConfig(MethodConfig):
+    """WGAN-GP (Gulrajani et al. 2017), non-private: the GAN of the entropic-LDP paper's "wavelet
+    denoising + WGAN" baseline, trained on an already released (privatised, denoised) set."""
+
+    name: str = "wgan_gp"
+    private: bool = False
+    #: critic steps per generator step, each on its own batch of real records
+    n_critic: int = 5
+    gp_weight: float = 10.0
+    #: the critic's Adam learning rate (betas 0.5, 0.9 as in the WGAN-GP paper)
+    critic_lr: float = 1e-4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.n_critic, "method.n_critic")
+        check_positive(self.critic_lr, "method.critic_lr")
+
+
+@dataclass
 class DANNConfig(MethodConfig):
     """DANN (Ganin et al. 2016): a domain discriminator trained through gradient reversal (non-private)."""
 
@@ -609,6 +628,7 @@ def register_configs() -> None:
     cs.store(group="schema/task", name="classification", node=ClassificationTaskConfig)
     # domain adaptation (dpgen/tasks/domain_adaptation.py)
     cs.store(group="schema/method", name="dann", node=DANNConfig)
+    cs.store(group="schema/method", name="wgan_gp", node=WGANGPConfig)
     cs.store(group="schema/method", name="dpdann", node=DPDANNConfig)
     cs.store(group="schema/dataset", name="domain_adaptation", node=DADatasetConfig)
     cs.store(group="schema/task", name="domain_adaptation", node=DomainAdaptationTaskConfig)

@@ -208,8 +208,9 @@ def test_wp_gan_baseline_is_the_same_release_with_the_plain_loss():
 
 
 # ---- training -------------------------------------------------------------------------------------------------
-def test_zero_noise_tiny_regularisation_fits_a_2d_target():
-    """Without noise and with lambda -> 0 the entropic loss is W2^2: the generator must fit the target."""
+def test_zero_noise_tiny_regularisation_fits_a_2d_target(tmp_path):
+    """Without noise and with lambda -> 0 the entropic loss is W2^2: the generator must fit the target
+    (the figures' training: method=entropic_ldp through the one loop, one run folder per fit)."""
     from dpgen.tables.ldp_common import fit_generator, generate, w2
 
     rng = np.random.default_rng(0)
@@ -217,14 +218,17 @@ def test_zero_noise_tiny_regularisation_fits_a_2d_target():
     target = np.stack([t, 0.5 * t + 0.3], axis=1)  # a segment
     tt = torch.tensor(target, dtype=torch.float32)
     torch.manual_seed(0)
-    gen0, _, _ = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, out_shape=(2,),
-                               steps=1, lr=1e-9, seed=0, progress=False)
+    release = {"method.mechanism": "gaussian", "privacy.epsilon": 50.0}
+    gen0, _, _ = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, steps=1, lr=1e-9,
+                               seed=0, progress=False, release=release, run_dir=tmp_path / "untrained")
     before = w2(generate(gen0, 128).numpy(), target)
-    gen, _, hist = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, out_shape=(2,),
-                                 steps=150, lr=3e-3, optimizer="adam", seed=0, scaling=0.6, progress=False)
+    gen, _, hist = fit_generator(tt, "entropic", 2, 1e-3, generator="mlp256_uniform", code_dim=2, steps=150, lr=3e-3,
+                                 optimizer="adam", seed=0, scaling=0.6, progress=False, release=release,
+                                 run_dir=tmp_path / "trained")
     after = w2(generate(gen, 128).numpy(), target)
     # the target's spread is W2(target, its mean) ~ 0.65; the untrained generator sits at ~0.7
     assert after < 0.15 and after < 0.2 * before, (before, after, hist[-3:])
+    assert hist and hist[-1][0] == 150 and (tmp_path / "trained" / "config.yaml").exists()
 
 
 def test_trainer_runs_privatises_once_and_resume_reuses_the_release(tmp_path):
@@ -259,3 +263,36 @@ def test_wavelet_denoising_and_its_oracle_tuning_reduce_the_error():
     den = wavelet_denoise(noisy, best["wavelet"], best["level"], best["threshold"], best["mode"])
     assert den.shape == noisy.shape
     np.testing.assert_allclose(wavelet_denoise(clean, "haar", 2, 0.0), clean, atol=1e-10)  # threshold 0: identity
+
+
+def test_the_manifold_figure_trains_each_cell_through_the_one_loop(tmp_path, monkeypatch):
+    """fig-ldp-manifolds: every (mechanism, noise, loss) cell is a method=entropic_ldp run of the one loop,
+    with its own run folder and config.yaml (a tiny scale: 60 points, 5 steps)."""
+    from dpgen.tables import ldp_manifolds
+
+    monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path))
+    monkeypatch.setitem(ldp_manifolds.SCALES, "smoke", {"shapes": ["half_circle"], "noise": [0.3], "n": 60,
+                                                        "steps": 5})
+    rows, _ = ldp_manifolds.compute("smoke", progress=False)
+    assert len(rows) == 2 * 3 and all(r["steps"] == 5 and r["w2_to_clean"] > 0 for r in rows)
+    runs = sorted((tmp_path / "runs" / "ldp_manifolds" / "smoke").iterdir())
+    assert len(runs) == 6 and all((r / "config.yaml").exists() and (r / "metrics.json").exists() for r in runs)
+    m = json.loads((runs[0] / "metrics.json").read_text())
+    assert m["method"] == "entropic_ldp" and m["steps"] == 5 and m["privacy"]["guarantee"].startswith("local DP")
+
+
+def test_the_wgan_gp_baseline_is_a_method_of_the_one_loop(tmp_path):
+    """fig-ldp-mnist's "wavelet + WGAN-GP" column: method=wgan_gp (n_critic critic updates per step on their
+    own batches) trained on a released set through the one loop; its checkpoint holds the critic."""
+    from dpgen.tables.ldp_common import fit_on_release
+
+    data = torch.rand(100, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    gen, sec, hist = fit_on_release(data, [
+        "method=wgan_gp", "method.n_critic=2", "dataset=mnist10k", "task.eval_models=[]", "model.generator=dcgan28",
+        "model.code_dim=16", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=8", "trainer.log_every=1",
+        "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", "trainer.lr=1e-4"], tmp_path / "wgan", progress=False)
+    assert [h[0] for h in hist] == [1, 2, 3] and all(np.isfinite(h[1]) for h in hist)
+    state = torch.load(tmp_path / "wgan" / "checkpoints" / "last.pt", weights_only=False)
+    assert "critic" in state["method"] and (tmp_path / "wgan" / "config.yaml").exists()
+    x, _ = gen.sample(4)
+    assert x.shape == (4, 1, 28, 28)

@@ -15,6 +15,9 @@ METHODS["entropic_ldp"] = EntropicLDP
 from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn, DPSinkhorn,  # noqa: E402
                                       DPSinkhornParamGrad, Sinkhorn)
 
+from dpgen.methods.wgan_gp import WGANGP  # noqa: E402
+
+METHODS["wgan_gp"] = WGANGP
 METHODS.update({"sinkhorn": Sinkhorn, "dpsinkhorn": DPSinkhorn, "dpsinkhorn_param": DPSinkhornParamGrad,
                 "sinkhorn_adv": AdversarialSinkhorn, "dpsinkhorn_adv": AdversarialDPSinkhorn})
 

@@ -121,6 +121,10 @@ class GenerativeMethod(Method):
         """Transform the in-memory private set once before training (default: unchanged)."""
         return x, y
 
+    def use_release(self) -> None:
+        """Train on a set the caller released before (entropic-LDP figures, baselines on a denoised
+        release). A method that privatises its data in ``prepare_data`` records that it was done."""
+
     def step(self, models, batch) -> Dict[str, torch.Tensor]:
         fake, y_fake = models["generator"].sample(batch.size, device=batch.device)
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise

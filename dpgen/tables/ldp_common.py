@@ -1,22 +1,23 @@
 """Shared pieces of the entropic-LDP GAN figures (``dpgen/tables/ldp_*.py``).
 
-A compact training loop on an already privatised set (the release of
-:func:`dpgen.methods.entropic_ldp.privatise`; the clean set is used only to measure the result),
-with the losses of :func:`dpgen.methods.entropic_ldp.ldp_loss` and the generators of
-:mod:`dpgen.models.generators`. ``python run.py experiment=ldp_*`` runs the same method through the
-shared trainer; the figures use this loop to train many small models in one process.
+Training on an already privatised set (the release of :func:`dpgen.methods.entropic_ldp.privatise`;
+the clean set is used only to measure the result) with ``method=entropic_ldp`` through the one loop
+(:func:`dpgen.train.loop.fit`): each figure cell is a run folder under ``outputs/runs/<table>/<scale>/``
+with its ``config.yaml``, like ``python run.py experiment=ldp_*``.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Optional, Tuple
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
-from dpgen.methods.entropic_ldp import ldp_loss
 from dpgen.models import make_generator
+from dpgen.tasks.generation import GenerationBatch
+from dpgen.train.loop import Task
 
 
 def parse_cli(doc: str, argv, scales, data_root: bool = True):
@@ -42,47 +43,80 @@ def one_thread(fn, *args, **kwargs):
         torch.set_num_threads(n)
 
 
-def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, generator: str, code_dim: int,
-                  out_shape, steps: int, batch_size: Optional[int] = None, lr: float = 1e-3,
-                  optimizer: str = "rmsprop", scaling: float = 0.8, seed: int = 0, transform=None,
-                  desc: str = "", progress: bool = True) -> Tuple[torch.nn.Module, float, list]:
-    """Train ``generator`` to minimise ``loss`` between its samples and rows of ``target`` (the privatised set).
+class ReleasedSetTask(Task):
+    """Generation on a set already released by a local mechanism (the figures privatise it themselves,
+    with a seeded RNG, to compare losses on one release): training on it is post-processing (Remark 1)."""
 
-    ``batch_size`` None: the full set every step (the paper's synthetic experiment). Returns
-    (generator, seconds, [(step, loss), ...]).
-    """
-    from tqdm.auto import tqdm
+    name = "generation"
 
-    torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed + 1)
-    gen = make_generator(generator, out_shape, 0, code_dim)
-    params = gen.parameters()
-    if optimizer == "rmsprop":
-        opt = torch.optim.RMSprop(params, lr=lr)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, betas=(0.5, 0.999))
-    else:
-        raise ValueError(f"optimizer={optimizer!r} is invalid: choose rmsprop or adam")
-    n = len(target)
-    b = n if batch_size is None else min(int(batch_size), n)
-    t0 = time.time()
-    history = []
-    gen.train()
-    for step in tqdm(range(steps), desc=desc or f"{loss} p={p}", disable=not progress, leave=False,
-                     mininterval=5.0):
-        real = target if b == n else target[torch.randperm(n, generator=g)[:b]]
-        fake, _ = gen.sample(b, generator=g)
-        fake = fake if transform is None else transform(fake)
-        value = ldp_loss(loss, fake.reshape(b, -1), real.reshape(len(real), -1), p, reg, scaling)
-        if not torch.isfinite(value):
-            raise RuntimeError(f"{loss} loss is {value.item()} at step {step + 1}: lower the learning rate")
-        opt.zero_grad(set_to_none=True)
-        value.backward()
-        opt.step()
-        if step % max(1, steps // 20) == 0 or step == steps - 1:
-            history.append((step + 1, float(value.detach())))
-    gen.eval()
-    return gen, time.time() - t0, history
+    def __init__(self, released: torch.Tensor):
+        self.released = released
+
+    def setup(self, cfg, device) -> None:
+        self.device = device
+        self.X = self.released.to(device)
+        self.n_private = len(self.X)
+
+    def build(self, cfg, steps: int, device):
+        from dpgen.methods import make_method
+
+        shape = tuple(self.X.shape[1:])
+        method = make_method(cfg, num_classes=0, data_dim=int(np.prod(shape)), n_private=self.n_private,
+                             steps=steps, batch_size=cfg.trainer.batch_size, image_shape=shape)
+        if method.private and method.accounts_steps:
+            raise ValueError(f"method={cfg.method.name} runs a mechanism at every step: it cannot train on a set "
+                             "released before (use method=entropic_ldp or a non-private method)")
+        method.use_release()  # the figure's own release (entropic_ldp: of the same mechanism)
+        self.models = {"generator": make_generator(cfg.model.generator, shape, 0, cfg.model.code_dim).to(device)}
+        return method, self.models
+
+    def next_batch(self, method, sampler_gen, step: int, target_steps: int) -> GenerationBatch:
+        b = self.cfg.trainer.batch_size
+        real = self.X if b == self.n_private else self.X[method.sample_batch(self.n_private, b, sampler_gen)]
+        return GenerationBatch(real, None, b, self.device)
+
+
+def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = True
+                   ) -> Tuple[torch.nn.Module, float, list]:
+    """Train a generator on ``target`` (a set already released) with the config ``python run.py
+    <overrides>`` composes, through the one loop, in the run folder ``run_dir`` (config.yaml,
+    metrics.jsonl, checkpoint). Returns (generator, seconds, [(step, loss), ...])."""
+    from dpgen.config import compose_config
+    from dpgen.train.loop import fit
+    from dpgen.utils.run_dir import start_run_dir
+
+    cfg = compose_config([*overrides, "privacy.secret_randomness=false",  # batches of a public release: seeded
+                          f"trainer.progress={str(progress).lower()}"])
+    task = ReleasedSetTask(target)
+    metrics = fit(cfg, task, start_run_dir(cfg, run_dir, "ldp"))
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    history = [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
+    return task.models["generator"], float(metrics["loop_seconds"]), history
+
+
+def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, release: Dict[str, Any], generator: str,
+                  code_dim: int, steps: int, run_dir, batch_size: Optional[int] = None, lr: float = 1e-3,
+                  optimizer: str = "rmsprop", scaling: float = 0.8, seed: int = 0,
+                  progress: bool = True) -> Tuple[torch.nn.Module, float, list]:
+    """``method=entropic_ldp`` with ``loss`` (order ``p``, regularisation ``reg``) on ``target``, the release
+    ``release`` describes (method.mechanism, privacy.epsilon, method.radius, method.project): see
+    :func:`fit_on_release`. ``batch_size`` None: the full set every step (the paper's synthetic experiment)."""
+    b = len(target) if batch_size is None else min(int(batch_size), len(target))
+    betas = "[0.5,0.999]" if optimizer == "adam" else "[0.9,0.999]"
+    return fit_on_release(target, [
+        "experiment=ldp_manifolds", *(f"{k}={v}" for k, v in release.items()), f"method.loss={loss}",
+        f"method.p={p}", f"method.reg={reg}", "method.force=true", f"method.scaling={scaling}",
+        f"model.generator={generator}", f"model.code_dim={code_dim}", "trainer.epochs=null", f"trainer.steps={steps}",
+        f"trainer.batch_size={b}", f"trainer.lr={lr}", f"trainer.optimizer={optimizer}", f"trainer.betas={betas}",
+        f"trainer.log_every={max(1, steps // 20)}", f"trainer.checkpoint_every={steps}", f"seed={seed}"],
+        run_dir, progress)
+
+
+def runs_dir(table: str, scale: str) -> Path:
+    """Where a figure's training runs go: ``outputs/runs/<table>/<scale>/``."""
+    from dpgen.utils.io import outputs_dir
+
+    return outputs_dir() / "runs" / table / scale
 
 
 @torch.no_grad()

@@ -29,7 +29,8 @@ import torch
 from dpgen.config import table_scales
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
+from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist10k, one_thread, parse_cli, runs_dir,
+                                     w2)
 from dpgen.utils.io import save_figure, write_table
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
@@ -57,9 +58,11 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
         target = torch.tensor(z, dtype=torch.float32)
         w2_priv = w2(z[:ne], ref_train)
         for loss in LOSSES:
-            gen, sec, _ = fit_generator(target, loss, p, reg, generator="fc500", code_dim=2, out_shape=(784,),
-                                        steps=s["steps"], batch_size=s["batch"], lr=LR, optimizer="adam", seed=seed,
-                                        desc=f"s={noise:g} {loss}", progress=progress)
+            gen, sec, _ = fit_generator(
+                target, loss, p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"], lr=LR,
+                optimizer="adam", seed=seed, progress=progress,
+                release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
+                run_dir=runs_dir("ldp_convergence", scale) / f"s{noise:g}_{loss}")
             g = generate(gen, ne)
             with torch.no_grad():
                 ent = float(entropic_wasserstein(g, target[:ne], p=2, reg=reg, scaling=0.9))

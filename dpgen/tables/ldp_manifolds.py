@@ -27,7 +27,7 @@ from dpgen.data.synthetic import manifold_samples
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
 from dpgen.privacy.local import project_l1_ball, project_l2_ball
-from dpgen.tables.ldp_common import fit_generator, generate, one_thread, parse_cli, w2
+from dpgen.tables.ldp_common import fit_generator, generate, one_thread, parse_cli, runs_dir, w2
 from dpgen.utils.io import save_figure, write_table
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
@@ -56,10 +56,11 @@ def compute(scale: str = "smoke", seed: int = 0, progress: bool = True):
                 target = torch.tensor(z, dtype=torch.float32)
                 w2_priv = w2(z, clean)
                 for loss in LOSSES:
-                    gen, sec, _ = fit_generator(target, loss, p, reg, generator="mlp256_uniform", code_dim=2,
-                                                out_shape=(2,), steps=s["steps"], lr=LR, optimizer="rmsprop",
-                                                seed=seed, desc=f"{shape} {mech} {noise:g} {loss}",
-                                                progress=progress)
+                    gen, sec, _ = fit_generator(
+                        target, loss, p, reg, generator="mlp256_uniform", code_dim=2, steps=s["steps"], lr=LR,
+                        optimizer="rmsprop", seed=seed, progress=progress,
+                        release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": 1.0},
+                        run_dir=runs_dir("ldp_manifolds", scale) / f"{shape}_{mech}_{noise:g}_{loss}")
                     g = generate(gen, s["n"]).numpy()
                     rows.append({"shape": shape, "mechanism": mech, "noise_scale": noise, "epsilon": eps,
                                  "delta": DELTA if mech == "gaussian" else 0.0, "loss": loss, "p": p,

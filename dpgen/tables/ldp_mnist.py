@@ -25,10 +25,11 @@ import numpy as np
 import torch
 
 from dpgen.config import table_scales
-from dpgen.baselines import train_wgan_gp, tune_wavelet, wavelet_denoise
+from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
+from dpgen.tables.ldp_common import (fit_generator, fit_on_release, generate, load_mnist10k, one_thread, parse_cli,
+                                     runs_dir, w2)
 from dpgen.utils.io import save_figure, write_table
 
 DELTA = 1e-5
@@ -71,12 +72,19 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
             f"{best['threshold']:.3g}; mean l2 error {best['error']:.3g} (privatised: {best['error_noisy']:.3g})",
             time.time() - t0)
         for col, kind in (("wp_gan", "wasserstein"), ("entropic_wp_gan", "entropic")):
-            gen, sec, _ = fit_generator(zimg, kind, p, reg, generator="dcgan28", code_dim=100, out_shape=(1, 28, 28),
-                                        steps=s["steps"], batch_size=s["batch"], lr=1e-3, optimizer="adam",
-                                        seed=seed, desc=f"{mech} {kind}", progress=progress)
+            gen, sec, _ = fit_generator(
+                zimg, kind, p, reg, generator="dcgan28", code_dim=100, steps=s["steps"], batch_size=s["batch"],
+                lr=1e-3, optimizer="adam", seed=seed, progress=progress,
+                release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": RADIUS[mech],
+                         "method.project": "false"},
+                run_dir=runs_dir("ldp_mnist", scale) / f"{mech}_{kind}")
             add(col, generate(gen, ne), f"{kind} p={p}" + (f" lambda={reg:.3g}" if kind == "entropic" else "")
                 + f", {s['steps']} steps of batch {s['batch']}", sec)
-        gen, sec = train_wgan_gp(den_t, steps=s["wgan_steps"], batch_size=64, seed=seed, progress=progress)
+        gen, sec, _ = fit_on_release(den_t, [  # WGAN-GP's paper settings: Adam lr 1e-4, betas (0.5, 0.9)
+            "method=wgan_gp", "dataset=mnist10k", "task.eval_models=[]", "model.generator=dcgan28", "model.code_dim=100",
+            "trainer.epochs=null", f"trainer.steps={s['wgan_steps']}", "trainer.batch_size=64", "trainer.lr=1e-4",
+            "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
+            f"trainer.checkpoint_every={s['wgan_steps']}"], runs_dir("ldp_mnist", scale) / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
     return rows, pics
 

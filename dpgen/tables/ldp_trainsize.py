@@ -19,7 +19,8 @@ import torch
 from dpgen.config import table_scales
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import fit_generator, generate, load_mnist10k, one_thread, parse_cli, w2
+from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist10k, one_thread, parse_cli, runs_dir,
+                                     w2)
 from dpgen.utils.io import save_figure, write_table
 
 RADIUS = 16.0
@@ -40,9 +41,11 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
     rows = []
     for n in s["n"]:
         target = torch.tensor(z_all[:n], dtype=torch.float32)  # each record privatised once, subsets nest
-        gen, sec, _ = fit_generator(target, "entropic", p, reg, generator="fc500", code_dim=2, out_shape=(784,),
-                                    steps=s["steps"], batch_size=s["batch"], lr=1e-3, optimizer="adam", seed=seed,
-                                    desc=f"n={n}", progress=progress)
+        gen, sec, _ = fit_generator(
+            target, "entropic", p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"],
+            lr=1e-3, optimizer="adam", seed=seed, progress=progress,
+            release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
+            run_dir=runs_dir("ldp_trainsize", scale) / f"n{n}")
         g = generate(gen, ne).numpy()
         m = min(ne, n)
         rows.append({"n": n, "noise_scale": sc, "epsilon": eps, "w2_to_train": w2(g[:m], clean[:m]),

@@ -1,0 +1,62 @@
+"""WGAN-GP (Gulrajani et al. 2017) as a method of the one loop (non-private).
+
+The entropic-LDP paper's "wavelet denoising + WGAN" baseline trains it on a set that was already
+released by a local mechanism and denoised (post-processing), so it needs no mechanism of its own.
+Per step: ``n_critic`` critic updates (each on its own batch of real records, drawn with replacement
+by ``sample_batch``, and a fresh generated batch; Wasserstein loss + gradient penalty, its own Adam),
+then the generator's gradient of ``-critic(fake)``, which the loop's optimizer applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import torch
+
+from dpgen.baselines.wgan_gp import Critic28, gradient_penalty
+from dpgen.methods.base import GenerativeMethod
+
+
+class WGANGP(GenerativeMethod):
+    name = "wgan_gp"
+    private = False
+
+    def __init__(self, cfg, image_shape=None, **_):
+        super().__init__()
+        m = cfg.method
+        if not image_shape or tuple(image_shape[-2:]) != (28, 28):
+            raise ValueError(f"method=wgan_gp has a 28 x 28 critic; this dataset's records have shape {image_shape}")
+        self.n_critic, self.gp_weight = int(m.n_critic), float(m.gp_weight)
+        self.critic = Critic28(int(image_shape[0]))
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=float(m.critic_lr), betas=(0.5, 0.9))
+
+    def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """``n_critic`` batches of real records, drawn with replacement (one per critic update)."""
+        return torch.randint(0, n, (self.n_critic * batch_size,), generator=generator)
+
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        gen = models["generator"]
+        self.critic.to(batch.device)
+        for real in batch.real.split(batch.size):
+            with torch.no_grad():
+                fake = gen.sample(len(real), device=batch.device)[0]
+            loss_c = (self.critic(fake).mean() - self.critic(real).mean()
+                      + self.gp_weight * gradient_penalty(self.critic, real, fake))
+            self.critic_opt.zero_grad(set_to_none=True)
+            loss_c.backward()
+            self.critic_opt.step()
+        loss_g = -self.critic(gen.sample(batch.size, device=batch.device)[0]).mean()
+        loss_g.backward()
+        self.critic.zero_grad(set_to_none=True)  # the critic's share of loss_g's gradient is not a critic step
+        return {"loss": loss_g.detach(), "loss_critic": loss_c.detach()}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {**super().state_dict(), "critic": self.critic.state_dict(), "critic_opt": self.critic_opt.state_dict()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+
+
+__all__ = ["WGANGP"]
