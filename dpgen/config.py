@@ -74,15 +74,16 @@ class SWDConfig(MethodConfig):
     #: comparable to the norm of a [0, 1] image, so labels weigh as much as pixels)
     label_weight: Optional[float] = None
     #: how labels enter the compared row: concat ([x, label_weight one_hot(y)]) or tensor (x outer
-    #: one_hot(y), dimension d x C; see dpgen/methods/dpswd.py)
-    label_mode: str = "concat"
+    #: one_hot(y), dimension d x C: class means survive the noise; dpgen's default; see
+    #: dpgen/methods/dpswd.py). The paper presets set concat
+    label_mode: str = "tensor"
     #: compare images through their keep x keep lowest 2-D DCT frequencies per channel (a fixed
     #: contraction; null: all pixels). See dpgen.methods.dpswd.LowPass
     compare_lowpass: Optional[int] = None
     #: subtract a center from every record before the row bound: none | dp_mean (DP-SWD: the mean
     #: record, released once by a Gaussian mechanism with center_noise_multiplier and composed in the
-    #: ledger; SWD: the exact mean, the same compared space without noise)
-    center: str = "none"
+    #: ledger; SWD: the exact mean, the same compared space without noise). The paper presets set none
+    center: str = "dp_mean"
     #: noisy copies of each generated row in the loss (1: Algorithm 1; m > 1 averages the generated
     #: side's smoothing noise over m draws: lower-variance gradients, same privacy)
     fake_copies: int = 1
@@ -113,8 +114,11 @@ class DPSWDConfig(SWDConfig):
     private: bool = True
     #: sensitivity bound: bernstein (Lemma 2, rigorous), clt (section 3.1, approximate),
     #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein),
-    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta)
-    bound: str = "bernstein"
+    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta;
+    #: dpgen's default). The paper presets set bernstein or clt
+    bound: str = "frame"
+    #: noisy copies of each generated row (lower-variance gradients, same privacy); the paper: 1
+    fake_copies: int = 8
     #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
     convention: str = "paper_text"
     #: fraction of delta given to the sensitivity bound (Prop. 2 uses 1/2)
@@ -271,7 +275,7 @@ class DPSGDConfig(MethodConfig):
     #: examples per batch whose clipped gradients give the pairs of the bdp/wdp accountants (k(k-1)/2 pairs)
     pair_examples: int = 8
     #: per-example gradients computed this many at a time (null: the whole batch at once)
-    chunk_size: Optional[int] = None
+    chunk_size: Optional[int] = 32
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -185,7 +185,9 @@ class OpacusPRVAccountant(_SubsampledGaussianAccountant):
         if not self.history:
             return 0.0
         acc = PRVAccountant()
-        acc.history = [(h["noise_multiplier"], h["sample_rate"], h["num_steps"]) for h in self.history]
+        for h in self.history:  # opacus' public API; it merges repeated identical steps into one entry
+            for _ in range(int(h["num_steps"])):
+                acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"])
         return float(acc.get_epsilon(delta=delta, eps_error=self.eps_error))
 
 
