@@ -348,6 +348,8 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
     assert dann["epsilon"] == "inf" and dann["paper_mean"] == 86.2 and 0 <= dann["acc_mean"] <= 100
     assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["sigma"] > 0
     assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "metrics.json").exists()
+    # a table's run folder says what ran, like python run.py's (the one loop writes it)
+    assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "config.yaml").exists()
     # --collect-only: seed 1 never ran; seed 0 is counted, seed 1 named as missing, nothing is trained
     monkeypatch.setattr(T, "COLLECT_ONLY", True)
     (row,) = T.run_table("smoke", ["um"], ["dpswd"], data_root=str(da_root), seeds=[1, 0])

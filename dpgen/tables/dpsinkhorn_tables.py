@@ -44,7 +44,7 @@ TABLE1_ROWS = {  # row name -> (preset pattern, extra overrides, the paper's row
     # per-sample clipping (DP-SGD) of the record-separable Sinkhorn dual bound: the preset's default
     "DP-Sinkhorn (param grad)": ("dpsinkhorn_param_{ds}", [], "DP-Sinkhorn (param grad)"),
     # the batch's grad_theta S clipped as one vector (appendix B's description), the paper's loss
-    "DP-Sinkhorn (param grad, batch clip)": ("dpsinkhorn_param_{ds}", ["method.clip_mode=batch"],
+    "DP-Sinkhorn (param grad, batch clip)": ("dpsinkhorn_param_{ds}", ["+variant=dpsinkhorn_batch_clip"],
                                              "DP-Sinkhorn (param grad)"),
     "DP-Sinkhorn": ("dpsinkhorn_{ds}", [], "DP-Sinkhorn"),
 }

@@ -41,9 +41,8 @@ PROBLEMS = {
 METHODS = {"dann": "DANN", "swd": "SWD", "dpdann": "DP-DANN", "dpswd": "DP-SWD",
            "dpswd_paper": "DP-SWD (Alg. 2 as published)"}
 #: variants: the method they run and their extra overrides
-VARIANTS = {"dpswd": ("dpswd", ["method.bound=bernstein"]),  # Table 1 used the Bernstein bound
-            "dpswd_paper": ("dpswd", ["method.bound=bernstein", "method.row_bound=batch_max",
-                                      "task.target_grad=through"])}
+VARIANTS = {"dpswd": ("dpswd", ["+variant=dpswd_bernstein"]),  # Table 1 used the Bernstein bound
+            "dpswd_paper": ("dpswd", ["+variant=dpswd_alg2_published"])}  # conf/variant/*.yaml
 DIGITS = ("mu", "um")
 SCALES = table_scales("dpswd_da")  # conf/scale/{smoke,cpu,paper}.yaml
 FIG_EPSILONS = {s: v["epsilons"] for s, v in table_scales("dpswd_da_figure").items()}

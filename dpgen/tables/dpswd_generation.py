@@ -30,10 +30,9 @@ VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "SWD": ("swd_{ds}", []),
     "DP-SWD-c": ("dpswd_{ds}_c", []),
     "DP-SWD-b": ("dpswd_{ds}_b", []),
-    "DP-SWD-ch (dpgen)": ("dpswd_{ds}_b", ["method.bound=chernoff"]),
+    "DP-SWD-ch (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_chernoff"]),  # conf/variant/*.yaml
     # dpgen's default variant: frame directions, tensor label rows, DP mean centering, noisy copies, EMA
-    "DP-SWD-f (dpgen)": ("dpswd_{ds}_b", ["method.bound=frame", "method.label_mode=tensor", "method.center=dp_mean",
-                                          "method.fake_copies=8", "trainer.ema=0.995"]),
+    "DP-SWD-f (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_dpgen"]),
 }
 PRESET_NAME = {"mnist": "mnist", "fashion_mnist": "fmnist", "mnist10k": "mnist10k"}
 PAPER_PREFIX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "mnist10k": "MNIST"}

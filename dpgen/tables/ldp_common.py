@@ -83,12 +83,11 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
     metrics.jsonl, checkpoint). Returns (generator, seconds, [(step, loss), ...])."""
     from dpgen.config import compose_config
     from dpgen.train.loop import fit
-    from dpgen.utils.run_dir import start_run_dir
 
     cfg = compose_config([*overrides, "privacy.secret_randomness=false",  # batches of a public release: seeded
                           f"trainer.progress={str(progress).lower()}"])
     task = ReleasedSetTask(target)
-    metrics = fit(cfg, task, start_run_dir(cfg, run_dir, "ldp"))
+    metrics = fit(cfg, task, run_dir)
     lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
     history = [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
     return task.models["generator"], float(metrics["loop_seconds"]), history

@@ -27,7 +27,7 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
   settings, naming them;
 * values read from the device only every ``trainer.log_every`` steps (the finite-step test aside).
 
-The run folder: ``config.yaml`` (:func:`dpgen.utils.run_dir.start_run_dir`), ``metrics.jsonl``,
+The run folder, whoever calls ``fit`` (``run.py``, a table driver, a figure): ``config.yaml``, ``metrics.jsonl``,
 ``metrics.json`` (the task's evaluation + the common fields below), ``checkpoints/``.
 """
 
@@ -100,9 +100,7 @@ class Task:
     @classmethod
     def run(cls, cfg, output_dir: Optional[Path] = None) -> Dict[str, Any]:
         """Run the task in a fresh (or resumed) run folder with ``config.yaml``; print the summary."""
-        from dpgen.utils.run_dir import start_run_dir
-
-        out = start_run_dir(cfg, output_dir, cls.name)
+        out = Path(output_dir) if output_dir is not None else Path("outputs") / cls.name
         task = cls()
         metrics = fit(cfg, task, out)
         task.summary(metrics, out)
@@ -117,9 +115,10 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     """Train ``cfg.method`` on ``task``; evaluate; write the run's files. Returns ``metrics.json``."""
     from tqdm.auto import tqdm
 
+    from dpgen.utils.run_dir import start_run_dir
+
     t_start = time.time()
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run_dir(cfg, output_dir, task.name)  # created, with the run's config.yaml
     t = cfg.trainer
     task.cfg = cfg
     device = resolve_device(t.device)
