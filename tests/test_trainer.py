@@ -280,3 +280,29 @@ def test_generation_loop_takes_every_logger_and_ema(tmp_path, logger, monkeypatc
         assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     else:
         assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_a_nan_between_log_lines_is_found_before_anything_is_published(tmp_path, monkeypatch):
+    """The finite test stays on the device (no host sync per step) and is read before each log line and
+    checkpoint: a NaN at step 4 with log and checkpoint every 5 steps stops the run at step 5, names step 4,
+    keeps the step-0 checkpoint (nothing computed from the NaN went out) and charges the 5 steps that ran."""
+    from dpgen.methods.dpswd import DPSWD
+    from dpgen.train import TrainingError, train_generative
+
+    real_loss = DPSWD.loss
+    calls = {"n": 0}
+
+    def flaky(self, *a):
+        calls["n"] += 1
+        out = real_loss(self, *a)
+        return out * float("nan") if calls["n"] == 4 else out
+
+    monkeypatch.setattr(DPSWD, "loss", flaky)
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=5", "trainer.log_every=5",
+               "task.eval_models=[]")
+    with pytest.raises(TrainingError, match="not finite at step 4: training stopped at step 5"):
+        train_generative(cfg, tmp_path)
+    assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["step"] == 0
+    assert not (tmp_path / "metrics.jsonl").exists() or not (tmp_path / "metrics.jsonl").read_text().strip()
+    ledger = json.loads((tmp_path / "checkpoints" / "ledger.json").read_text())
+    assert ledger["steps"] == 5 + 1  # 5 steps and the DP mean

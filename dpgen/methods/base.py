@@ -82,13 +82,14 @@ class Method(LedgerState):
     def step(self, models: Dict[str, torch.nn.Module], batch) -> Dict[str, torch.Tensor]:  # pragma: no cover
         raise NotImplementedError
 
-    def released_finite(self, logs: Dict[str, torch.Tensor], params) -> bool:
-        """The stop test reads a released quantity: the loss where it is published, else the
-        gradient the mechanism released (post-processing of the noisy release)."""
+    def released_finite(self, logs: Dict[str, torch.Tensor], params) -> torch.Tensor:
+        """Whether the step's released quantity is finite, as a 0-dim bool tensor on the device (no
+        host sync: the loop reads it at log and checkpoint steps only). It reads the loss where it
+        is published, else the gradient the mechanism released (post-processing of the release)."""
         from dpgen.train.publication import finite_gradients
 
         if self.publishes_loss and "loss" in logs:
-            return bool(torch.isfinite(torch.as_tensor(logs["loss"])))
+            return torch.isfinite(torch.as_tensor(logs["loss"])).all()
         return finite_gradients(params)
 
     def privacy_report(self) -> Dict[str, Any]:

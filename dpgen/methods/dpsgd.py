@@ -245,7 +245,7 @@ class DPSGD(Method):
         device = params[0].device
         total = torch.zeros(sum(p.numel() for p in params), device=device)
         pair_rows = None
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), device=device)  # a tensor: no host sync per step
         n = int(x.shape[0])
         if n > 0:
             if pair_idx is not None and len(pair_idx) >= 2:
@@ -264,7 +264,7 @@ class DPSGD(Method):
                 total += clipped.sum(0)
                 if s == 0 and pair_idx is not None and len(pair_idx) >= 2:
                     pair_rows = clipped[: len(pair_idx)].detach()
-                loss_sum += float(losses.sum())
+                loss_sum = loss_sum + losses.detach().sum()
         noise = torch.randn(total.shape, generator=noise_gen, device=device) * self.noise_std
         flat = (total + noise) / self.expected_batch_size
         off = 0
@@ -274,7 +274,7 @@ class DPSGD(Method):
         t0 = time.perf_counter()
         dist = pair_distances(pair_rows) if pair_rows is not None else None
         self.timing["pairs"] += time.perf_counter() - t0
-        return (loss_sum / n if n else float("nan")), dist
+        return (loss_sum / n if n else torch.tensor(float("nan"))), dist
 
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Poisson batches at rate q (private); shuffled epochs for the non-private baseline."""

@@ -171,7 +171,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps)
 
     def _hook(self, grad: torch.Tensor) -> torch.Tensor:
-        self.last_grad_norm = float(grad.detach().flatten().norm())
+        self.last_grad_norm = grad.detach().flatten().norm()  # kept in memory; a tensor: no host sync
         return self.mechanism.privatize(grad, generator=self.rng)
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
@@ -433,7 +433,7 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
         return self.partition[bounds[k]:bounds[k + 1]]
 
     def _hook(self, grad: torch.Tensor) -> torch.Tensor:
-        self.last_grad_norm = float(grad.detach().flatten().norm())
+        self.last_grad_norm = grad.detach().flatten().norm()  # kept in memory; a tensor: no host sync
         return self.mechanism.privatize(grad, generator=self.rng)
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:

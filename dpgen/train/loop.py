@@ -14,8 +14,9 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
   stops before a step that would exceed it, counting the steps its ledger already holds, and
   records why it stopped (``stop_reason``);
 * a non-finite step stops the run with the step number: the test reads a released quantity (the
-  published loss, else the released gradient), the failed step is charged in the ledger file and
-  the last good checkpoint is kept;
+  published loss, else the released gradient), kept on the device and read before the next log
+  line or checkpoint (no host sync per step); every step that ran is charged in the ledger file
+  and the last good checkpoint is kept;
 * ``trainer.ema``: an average of the trained networks, evaluated instead of the last iterate
   (post-processing of the released iterates: no privacy cost);
 * publication (:mod:`dpgen.train.publication`): the ledger is on disk before a line reaches
@@ -25,7 +26,7 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
   optimizer, the EMA, the method (its ledger), RNG states, the privacy settings the ledger was spent
   under; ``resume=true|auto`` continues with the checkpoint's noise and refuses changed privacy
   settings, naming them;
-* values read from the device only every ``trainer.log_every`` steps (the finite-step test aside).
+* values read from the device only at log and checkpoint steps.
 
 The run folder, whoever calls ``fit`` (``run.py``, a table driver, a figure): ``config.yaml``, ``metrics.jsonl``,
 ``metrics.json`` (the task's evaluation + the common fields below), ``checkpoints/``.
@@ -163,6 +164,7 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     nets.train()
     logs: Dict[str, Any] = {}
     last_logs: Dict[str, Any] = {}
+    first_bad = torch.zeros((), dtype=torch.long, device=device)
     step0, t_loop = step, time.time()
     while step < target_steps:
         batch = task.next_batch(method, sampler_gen, step, target_steps)
@@ -172,23 +174,25 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
             continue
         opt.zero_grad(set_to_none=True)
         logs = method.step(models, batch)
-        if not method.released_finite(logs, params):
-            method.account()  # the mechanism ran: keep the ledger honest
-            publisher.persist()
-            what = (f"loss is {float(logs['loss'])}" if method.publishes_loss and "loss" in logs else
-                    "the released gradient is not finite")
-            raise TrainingError(
-                f"{what} at step {step + 1}: training stopped. The last good checkpoint ({ckpt.path}) is kept "
-                f"and the privacy ledger ({publisher.ledger.path}) counts the failed step; lower trainer.lr or "
-                "check the data.")
+        # the first step whose released value was not finite, kept on the device (no host sync per step)
+        ok = method.released_finite(logs, params).to(first_bad.device, non_blocking=True)
+        first_bad = torch.where(ok | (first_bad > 0), first_bad, torch.full_like(first_bad, step + 1))
         opt.step()
         if ema is not None:
             ema.update(nets)
-        method.account()
+        method.account()  # the mechanism ran, finite or not: the ledger counts it
         step += 1
         bar.update(1)
         last = step == target_steps
-        if step % t.log_every == 0 or last or task.should_log(step):
+        publish = step % t.log_every == 0 or last or task.should_log(step)
+        if (publish or step % t.checkpoint_every == 0) and int(first_bad) > 0:  # read before anything goes out
+            publisher.persist()
+            what = ("the published loss" if method.publishes_loss and "loss" in logs else "the released gradient")
+            raise TrainingError(
+                f"{what} is not finite at step {int(first_bad)}: training stopped at step {step}. The last good "
+                f"checkpoint ({ckpt.path}) is kept and the privacy ledger ({publisher.ledger.path}) counts every "
+                "step that ran; lower trainer.lr or check the data.")
+        if publish:
             last_logs = {k: _loggable(v) for k, v in logs.items()} if method.publishes_loss else {}
             rec = {"step": step, **last_logs,
                    **task.log_fields(step, last, method, ema.model if ema is not None else nets)}

@@ -119,12 +119,13 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int]) -> in
     return int(step) + max(0, cap - int(method.spent_steps()))
 
 
-def finite_gradients(params: Iterable[torch.nn.Parameter]) -> bool:
-    """Whether every gradient is finite (the check a private run makes on its released gradient)."""
+def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
+    """Whether every gradient is finite (the check a private run makes on its released gradient), as a
+    0-dim bool tensor on the gradients' device: ``bool()`` of it is the one host sync."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return True
-    return bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+        return torch.tensor(True)
+    return torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
 
 class LedgerFile:
