@@ -65,9 +65,9 @@ def test_run_refuses_to_exceed_the_budget(tmp_path):
     assert m["steps"] == m["privacy"]["max_steps_in_budget"]
 
 
-def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
+def _nan_loss_at_step(monkeypatch, k: int) -> None:
+    """DP-SWD's loss turns NaN at its k-th call (a released value, so the loop's finite test sees it)."""
     from dpgen.methods.dpswd import DPSWD
-    from dpgen.train import TrainingError, train_generative
 
     real_loss = DPSWD.loss
     calls = {"n": 0}
@@ -75,9 +75,15 @@ def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
     def flaky(self, *a):
         calls["n"] += 1
         out = real_loss(self, *a)
-        return out * float("nan") if calls["n"] == 4 else out
+        return out * float("nan") if calls["n"] == k else out
 
     monkeypatch.setattr(DPSWD, "loss", flaky)
+
+
+def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
+    from dpgen.train import TrainingError, train_generative
+
+    _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=1", "task.eval_models=[]")
     with pytest.raises(TrainingError, match="step 4"):
         train_generative(cfg, tmp_path)
@@ -286,18 +292,9 @@ def test_a_nan_between_log_lines_is_found_before_anything_is_published(tmp_path,
     """The finite test stays on the device (no host sync per step) and is read before each log line and
     checkpoint: a NaN at step 4 with log and checkpoint every 5 steps stops the run at step 5, names step 4,
     keeps the step-0 checkpoint (nothing computed from the NaN went out) and charges the 5 steps that ran."""
-    from dpgen.methods.dpswd import DPSWD
     from dpgen.train import TrainingError, train_generative
 
-    real_loss = DPSWD.loss
-    calls = {"n": 0}
-
-    def flaky(self, *a):
-        calls["n"] += 1
-        out = real_loss(self, *a)
-        return out * float("nan") if calls["n"] == 4 else out
-
-    monkeypatch.setattr(DPSWD, "loss", flaky)
+    _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=5", "trainer.log_every=5",
                "task.eval_models=[]")
     with pytest.raises(TrainingError, match="not finite at step 4: training stopped at step 5"):
