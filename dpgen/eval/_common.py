@@ -9,7 +9,6 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from dpgen.utils.device import resolve_device  # noqa: F401  (the evaluators' device)
 
 
 def to_numpy(a, name: str = "array") -> np.ndarray:

@@ -34,7 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dpgen.eval._common import (as_image_batch, check_unit_range, infer_image_shape,
-                                resolve_device, seeded, to_float_tensor, to_numpy)
+                                seeded, to_float_tensor, to_numpy)
+from dpgen.utils.device import resolve_device
 
 MODELS = ("logreg", "mlp", "cnn")
 

@@ -33,7 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dpgen.eval._common import as_image_batch, check_unit_range, resolve_device
+from dpgen.eval._common import as_image_batch, check_unit_range
+from dpgen.utils.device import resolve_device
 from dpgen.utils.io import atomic_write_bytes
 
 FID_WEIGHTS_FILE = "pt_inception-2015-12-05-6726825d.pth"

@@ -95,15 +95,17 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
 
 def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, release: Dict[str, Any], generator: str,
                   code_dim: int, steps: int, run_dir, batch_size: Optional[int] = None, lr: float = 1e-3,
-                  optimizer: str = "rmsprop", scaling: float = 0.8, seed: int = 0,
+                  optimizer: str = "rmsprop", scaling: float = 0.8, seed: int = 0, preset: str = "ldp_manifolds",
                   progress: bool = True) -> Tuple[torch.nn.Module, float, list]:
     """``method=entropic_ldp`` with ``loss`` (order ``p``, regularisation ``reg``) on ``target``, the release
     ``release`` describes (method.mechanism, privacy.epsilon, method.radius, method.project): see
-    :func:`fit_on_release`. ``batch_size`` None: the full set every step (the paper's synthetic experiment)."""
+    :func:`fit_on_release`. ``batch_size`` None: the full set every step (the paper's synthetic experiment).
+    ``preset``: the experiment the run's config.yaml starts from (it names the dataset the release came from;
+    every training setting is given here)."""
     b = len(target) if batch_size is None else min(int(batch_size), len(target))
     betas = "[0.5,0.999]" if optimizer == "adam" else "[0.9,0.999]"
     return fit_on_release(target, [
-        "experiment=ldp_manifolds", *(f"{k}={v}" for k, v in release.items()), f"method.loss={loss}",
+        f"experiment={preset}", *(f"{k}={v}" for k, v in release.items()), f"method.loss={loss}",
         f"method.p={p}", f"method.reg={reg}", "method.force=true", f"method.scaling={scaling}",
         f"model.generator={generator}", f"model.code_dim={code_dim}", "trainer.epochs=null", f"trainer.steps={steps}",
         f"trainer.batch_size={b}", f"trainer.lr={lr}", f"trainer.optimizer={optimizer}", f"trainer.betas={betas}",

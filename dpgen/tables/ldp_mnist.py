@@ -74,7 +74,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
         for col, kind in (("wp_gan", "wasserstein"), ("entropic_wp_gan", "entropic")):
             gen, sec, _ = fit_generator(
                 zimg, kind, p, reg, generator="dcgan28", code_dim=100, steps=s["steps"], batch_size=s["batch"],
-                lr=1e-3, optimizer="adam", seed=seed, progress=progress,
+                lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
                 release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": RADIUS[mech],
                          "method.project": "false"},
                 run_dir=runs_dir("ldp_mnist", scale) / f"{mech}_{kind}")

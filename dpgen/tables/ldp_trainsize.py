@@ -43,7 +43,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
         target = torch.tensor(z_all[:n], dtype=torch.float32)  # each record privatised once, subsets nest
         gen, sec, _ = fit_generator(
             target, "entropic", p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"],
-            lr=1e-3, optimizer="adam", seed=seed, progress=progress,
+            lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
             release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
             run_dir=runs_dir("ldp_trainsize", scale) / f"n{n}")
         g = generate(gen, ne).numpy()
