@@ -55,6 +55,31 @@ def test_frame_directions_are_uniform_on_the_sphere():
     assert abs(u.mean()) < 0.01  # signs fixed so that no direction is preferred
 
 
+def test_torch_frames_are_haar_like_the_sign_fixed_qr_of_a_gaussian():
+    """The torch path draws the Householder reflectors directly (no QR): its blocks must follow the
+    Haar law on O(n). Diaconis-Shahshahani: E tr Q = 0 and E (tr Q)^2 = E tr(Q^2) = 1 for n >= 2; the
+    QR of a Gaussian matrix without the sign fix has E tr Q = -1/2 at n = 3, which this test catches."""
+    from dpgen.privacy.dpswd import haar_columns
+
+    g = torch.Generator().manual_seed(3)
+    n, reps = 3, 20000
+    qs = torch.stack([haar_columns(n, n, g) for _ in range(reps)])
+    eye = torch.eye(n, dtype=torch.float64)
+    assert (qs.transpose(1, 2) @ qs - eye).abs().max() < 1e-13
+    tr = qs.diagonal(dim1=1, dim2=2).sum(1)
+    se = 1 / math.sqrt(reps)  # Var tr Q = 1
+    assert abs(tr.mean().item()) < 4 * se
+    assert abs((tr ** 2).mean().item() - 1) < 0.05
+    assert abs((qs @ qs).diagonal(dim1=1, dim2=2).sum(1).mean().item() - 1) < 0.05
+    # the first column is uniform on the sphere: q_00^2 ~ Beta(1/2, (n-1)/2)
+    from scipy import stats
+
+    assert stats.kstest(qs[:, 0, 0].numpy() ** 2, stats.beta(0.5, (n - 1) / 2).cdf).pvalue > 1e-3
+    # a truncated block is the first columns of such a matrix: orthonormal, float64-exact
+    q = haar_columns(640, 360, g)
+    assert q.shape == (640, 360) and (q.T @ q - torch.eye(360, dtype=torch.float64)).abs().max() < 1e-13
+
+
 def test_frame_calibration_spends_no_delta_on_the_bound():
     cal = calibrate_dpswd_sigma(epsilon=10, delta=1e-5, k=640, d=640, n=1437, batch_size=100, steps=450,
                                 bound="frame")

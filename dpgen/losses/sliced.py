@@ -27,9 +27,26 @@ def random_projections(d: int, k: int, generator: Optional[torch.Generator] = No
     return u / u.norm(dim=0, keepdim=True).clamp_min(1e-12)
 
 
+def sort_columns(proj: torch.Tensor) -> torch.Tensor:
+    """Each column of ``proj`` (m, k) sorted ascending; differentiable (the gradient follows the
+    permutation), equal to ``torch.sort(proj, dim=0).values``.
+
+    On a CPU, numpy's vectorised argsort over the contiguous transposed rows is 2-3x faster than
+    ``torch.sort`` along dim 0 (the sort is the hot path of (DP-)SWD: ``make bench``); the values are
+    then gathered by torch, so autograd is unchanged. Elsewhere (CUDA) ``torch.sort``.
+    """
+    if proj.device.type != "cpu" or proj.dtype not in (torch.float32, torch.float64):
+        return torch.sort(proj, dim=0).values
+    import numpy as np
+
+    # (a thread pool splitting the rows measured slower: it contends with torch's OpenMP threads)
+    idx = torch.from_numpy(np.argsort(proj.detach().T.contiguous().numpy(), axis=1)).T
+    return torch.gather(proj, 0, idx)
+
+
 def _quantiles(proj: torch.Tensor, n: int) -> torch.Tensor:
     """Sorted projections of ``proj`` (m, k) resampled at n quantile levels (m == n: plain sort)."""
-    s, _ = torch.sort(proj, dim=0)
+    s = sort_columns(proj)
     m = s.shape[0]
     if m == n:
         return s

@@ -26,7 +26,8 @@ from typing import Any, Dict, Optional, Sequence
 
 from dpgen.privacy.accountants import (OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon,
                                        make_accountant)
-from dpgen.privacy.calibration import calibrate_noise_multiplier, steps_to_epsilon
+from dpgen.privacy.calibration import SURROGATES, calibrate_noise_multiplier, steps_to_epsilon
+from dpgen.privacy.local import geometric_bisect
 
 RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q)",
              "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
@@ -66,18 +67,45 @@ class Ledger:
         self.noise_multiplier: Optional[float] = None
 
     # ---- the composition ----------------------------------------------------------------------
-    def epsilon_of(self, noise_multiplier: float, steps: int) -> float:
-        """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``."""
+    def epsilon_of(self, noise_multiplier: float, steps: int, surrogate: bool = False) -> float:
+        """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``.
+
+        ``surrogate=True``: the fast numpy accountant of the same RDP curve (``SURROGATES``; agrees
+        with autodp to ~1e-8 relative), used only to guide searches that autodp then confirms."""
         groups = [(float(noise_multiplier), self.sample_rate, int(steps))] if steps > 0 else []
         groups += [(z, 1.0, 1) for z in self.prefix]
         if not groups:
             return 0.0
-        if self.accountant_name == "rdp":
+        name = SURROGATES.get(self.sampling, self.accountant_name) if surrogate else self.accountant_name
+        if name == "rdp":
             return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling)
-        acc = make_accountant(self.accountant_name)
+        acc = make_accountant(name)
         for z, q, n in groups:
             acc.step(noise_multiplier=z, sample_rate=q, num_steps=n)
         return acc.get_epsilon(self.delta)
+
+    def _surrogate_root(self, too_small, lo: float) -> Optional[float]:
+        """The surrogate's smallest z with ``too_small(z)`` False (None when no surrogate applies)."""
+        if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
+            return None
+        return geometric_bisect(too_small, lo, lo * 1.05, rel_tol=self.rel_tol / 4)
+
+    def _surrogate_steps(self, z: float) -> Optional[int]:
+        """The surrogate's most steps in budget at noise ``z`` (None when no surrogate applies)."""
+        if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
+            return None
+        fits = lambda t: self.epsilon_of(z, t, surrogate=True) <= self.epsilon_budget  # noqa: E731
+        if not fits(1):
+            return None
+        lo, hi = 1, 1024
+        while fits(hi):
+            lo, hi = hi, hi * 4
+            if hi > 10**9:
+                return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
 
     def _check_prefix(self) -> None:
         if self.prefix and self.epsilon_of(1e6, 0) >= self.epsilon_budget:
@@ -91,7 +119,13 @@ class Ledger:
         z = calibrate_noise_multiplier(self.epsilon_budget, self.delta, self.sample_rate, steps, self.sampling,
                                        accountant=self.accountant_name, rel_tol=self.rel_tol, z0=z0)
         if self.prefix:  # the prefix spends part of the budget: more noise, found by bisection on log z
-            lo, hi = z, z * 1.05
+            # guided by the surrogate accountant (the same RDP curve in numpy, 15x faster than autodp):
+            # its root, widened by rel_tol each side, usually brackets autodp's in two calls
+            guess = self._surrogate_root(lambda x: self.epsilon_of(x, steps, surrogate=True) > self.epsilon_budget,
+                                         z)
+            lo, hi = (guess / (1 + self.rel_tol), guess * (1 + self.rel_tol)) if guess else (z, z * 1.05)
+            if self.epsilon_of(lo, steps) <= self.epsilon_budget:
+                lo, hi = z, lo  # the guess was too high: the prefix-free z is a lower end
             while self.epsilon_of(hi, steps) > self.epsilon_budget:
                 lo, hi = hi, hi * 1.5
             while hi / lo > 1 + self.rel_tol:  # epsilon_of(hi) <= budget always
@@ -124,6 +158,12 @@ class Ledger:
         if self.epsilon_of(z, 1) > self.epsilon_budget:
             return 0
         lo, hi = 1, 1024
+        guess = self._surrogate_steps(z)
+        if guess is not None:  # autodp confirms the surrogate's answer, usually in two calls
+            if self.epsilon_of(z, guess) <= self.epsilon_budget:
+                lo, hi = guess, guess + 1
+            else:
+                lo, hi = 1, guess
         while self.epsilon_of(z, hi) <= self.epsilon_budget:
             lo, hi = hi, hi * 4
             if hi > 10**9:

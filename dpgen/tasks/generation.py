@@ -121,28 +121,22 @@ class GenerationTask(Task):
         print(f"  files: {out / 'metrics.json'}" + (f", {m['samples_png']}" if "samples_png" in m else ""))
 
 
-def save_grid(images: torch.Tensor, path: Path, nrow: int = 10) -> None:
-    """Save a grid of images in [0, 1] (N, C, H, W) as PNG (atomically)."""
+def save_grid(images: torch.Tensor, path: Path, nrow: int = 10, scale: int = 3) -> None:
+    """Save a grid of images in [0, 1] (N, C, H, W) as PNG (atomically), each pixel ``scale`` x
+    ``scale`` (nearest neighbour: small digits stay legible). PIL only: no matplotlib import."""
     import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from PIL import Image
     from torchvision.utils import make_grid
 
     from dpgen.utils.io import atomic_write_bytes
 
-    grid = make_grid(images.detach().cpu().clamp(0, 1), nrow=nrow, padding=1, pad_value=1.0)
-    arr = grid.permute(1, 2, 0).numpy()
-    fig = plt.figure(figsize=(arr.shape[1] / 40 + 1, arr.shape[0] / 40 + 1))
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.imshow(arr.squeeze(-1) if arr.shape[-1] == 1 else arr, cmap="gray" if arr.shape[-1] == 1 else None,
-              interpolation="nearest")
-    ax.axis("off")
+    grid = make_grid(images.detach().cpu().float().clamp(0, 1), nrow=nrow, padding=1, pad_value=1.0)
+    arr = (grid * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+    img = Image.fromarray(arr[..., 0] if images.shape[1] == 1 else arr)
+    img = img.resize((img.width * scale, img.height * scale), Image.NEAREST)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
+    img.save(buf, format="png")
     atomic_write_bytes(path, buf.getvalue())
 
 
