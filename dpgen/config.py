@@ -159,9 +159,14 @@ class SinkhornConfig(MethodConfig):
     #: entropy regularisation of the Sinkhorn divergence (0.05 MNIST, 5 CelebA)
     entropy_reg: float = 0.05
     alpha_c: float = 15.0
-    #: Sinkhorn loss settings (dpgen/losses/sinkhorn.py): geomloss backend and epsilon-scaling ratio
-    backend: str = "tensorized"
+    #: Sinkhorn loss settings (dpgen/losses/sinkhorn.py): static (dpgen's log-domain loop with a fixed
+    #: schedule: no host sync, CUDA-graph ready; same algorithm and values as geomloss at the same
+    #: diameter), tensorized / online / auto (geomloss, the reference); epsilon-scaling ratio
+    backend: str = "static"
     scaling: float = 0.5
+    #: start of the epsilon-scaling schedule (diameter^2). null: static uses the data-independent box of
+    #: the rows' domain ([0, 1] pixels, alpha_c one-hot labels); geomloss measures each batch's box
+    diameter: Optional[float] = None
     #: adversarial variants (Eq. 6): weight of the normalised features, feature extractors' Adam lr,
     #: number of data partitions (one extractor each; null: N // batch_size)
     alpha_a: float = 10.0
@@ -174,7 +179,9 @@ class SinkhornConfig(MethodConfig):
         if self.alpha_c < 0 or self.alpha_a < 0:
             raise ConfigError(f"method.alpha_c={self.alpha_c} / method.alpha_a={self.alpha_a} is invalid: both must "
                               "be >= 0.")
-        _choice(self.backend, "method.backend", ("auto", "tensorized", "online"))
+        _choice(self.backend, "method.backend", ("auto", "tensorized", "online", "static"))
+        if self.diameter is not None:
+            check_positive(self.diameter, "method.diameter", "the start of the epsilon-scaling schedule")
         if not 0.0 < self.scaling < 1.0:
             raise ConfigError(f"method.scaling={self.scaling} is invalid: geomloss' epsilon-scaling ratio lies in "
                               "(0, 1).")

@@ -1,6 +1,7 @@
 """DP-Sinkhorn: the loss, the image-gradient mechanism inside the method, Poisson batches, the
 variants, the generators, the trainer's edge cases and the tables' smoke runs."""
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,7 +16,8 @@ from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn
 
 def _cfg(**method):
     m = dict(name="dpsinkhorn", private=True, sampling="poisson", clip=0.5, noise_multiplier=1.1, entropy_reg=0.05,
-             alpha_c=15.0, backend="tensorized", scaling=0.5, alpha_a=10.0, feature_lr=1e-3, num_partitions=None)
+             alpha_c=15.0, backend="tensorized", scaling=0.5, alpha_a=10.0, feature_lr=1e-3, num_partitions=None,
+             diameter=None)
     m.update(method)
     return SimpleNamespace(method=SimpleNamespace(**m), privacy=SimpleNamespace(epsilon=10.0, delta=1e-5, accountant="rdp"))
 
@@ -44,6 +46,52 @@ def test_divergence_matches_pot_in_the_papers_units():
         ref = sinkhorn_divergence_pot(x, y, eps, num_iter_max=3000, tol=1e-7).item()
         assert ours == pytest.approx(ref, rel=tol)
     assert geomloss_blur(0.05) == pytest.approx((0.025) ** 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n,m,d,eps", [(50, 50, 794, 0.05), (20, 35, 5, 0.05), (64, 40, 30, 5.0)])
+def test_the_static_backend_equals_geomloss_at_the_same_schedule(dtype, n, m, d, eps):
+    """dpgen's fixed-schedule log-domain loop (backend=static) against geomloss' tensorized backend
+    (the reference), same diameter hence the same iterations: values and gradients within 1e-4."""
+    g = torch.Generator().manual_seed(n + m + d)
+    x = torch.rand(n, d, generator=g, dtype=dtype).requires_grad_()
+    y = torch.rand(m, d, generator=g, dtype=dtype)
+    for diameter in (None, 2.0 * math.sqrt(d)):  # geomloss' batch box, and a fixed one
+        ref = sinkhorn_divergence(x, y, eps, backend="tensorized", diameter=diameter)
+        ours = sinkhorn_divergence(x, y, eps, backend="static", diameter=diameter)
+        assert ours.item() == pytest.approx(ref.item(), rel=1e-4)
+        (ga,), (gb,) = torch.autograd.grad(ref, x), torch.autograd.grad(ours, x)
+        assert ((ga - gb).norm() / ga.norm()).item() < 1e-4
+    w_ref = sinkhorn_divergence(x, y, eps, backend="tensorized", debias=False, diameter=3.0)
+    w_ours = sinkhorn_divergence(x, y, eps, backend="static", debias=False, diameter=3.0)
+    assert w_ours.item() == pytest.approx(w_ref.item(), rel=1e-4)
+
+
+def test_the_static_backend_with_a_fixed_diameter_never_reads_a_tensor_on_the_host(monkeypatch):
+    """No host synchronisation: with the schedule fixed, nothing in the forward or backward pass
+    converts a tensor to a Python number (what a CUDA graph capture forbids)."""
+    x = torch.rand(50, 40, requires_grad=True)
+    y = torch.rand(50, 40)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("host read of a tensor inside the Sinkhorn loss")
+
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    s = sinkhorn_divergence(x, y, 0.05, backend="static", diameter=10.0)
+    s.backward()
+    monkeypatch.undo()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_epsilon_schedule_is_geomlosss():
+    from geomloss._legacy.sinkhorn_divergence import epsilon_schedule as geomloss_schedule
+
+    from dpgen.losses.sinkhorn import epsilon_schedule
+
+    for diameter, blur, scaling in ((73.4, 0.158, 0.5), (3.0, 0.5, 0.9), (1.0, 1.0, 0.5), (2.0, 0.1, 0.95)):
+        assert epsilon_schedule(diameter, blur, scaling) == pytest.approx(
+            geomloss_schedule(2, diameter, blur, scaling), rel=1e-12)
 
 
 def test_label_cost_pulls_transport_mass_onto_same_label_pairs():
@@ -211,6 +259,22 @@ def test_per_sample_param_grads_match_single_record_backward_passes():
     keep = torch.arange(6) != 2
     assert all(torch.equal(a[keep], b[keep]) for a, b in zip(grads, grads2))
     assert not all(torch.equal(a[2], b[2]) for a, b in zip(grads, grads2))
+
+
+def test_the_per_record_backward_loop_gives_the_batched_per_sample_gradients_and_clipped_sum():
+    """The CPU path (one backward per record) and the vmapped batched backward release the same sum."""
+    from dpgen.privacy.clipping import clip_per_sample
+
+    gen, m = _param_method(1e-9, clip=0.01, batch=12)
+    real, y_real = _batch(12, seed=8)
+    fake, y_fake = gen.sample(12)
+    t1, loop = m.record_grads(fake, y_fake, real, y_real, batched=False)
+    t2, vmapped = m.record_grads(fake, y_fake, real, y_real, batched=True)
+    assert torch.equal(t1, t2)
+    assert all(torch.allclose(a, b, atol=1e-7, rtol=1e-5) for a, b in zip(loop, vmapped))
+    (c1, n1), (c2, n2) = clip_per_sample(loop, 0.01), clip_per_sample(vmapped, 0.01)
+    torch.testing.assert_close(n1, n2, atol=1e-7, rtol=1e-5)
+    assert all(torch.allclose(a.sum(0), b.sum(0), atol=1e-8, rtol=1e-5) for a, b in zip(c1, c2))
 
 
 def test_per_sample_param_grads_are_clipped_each_and_noised_with_std_C_sigma():

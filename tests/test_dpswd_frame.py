@@ -128,7 +128,7 @@ def test_fake_copies_leave_the_private_release_unchanged(monkeypatch):
     seen = {}
 
     def spy(x, y, **kw):
-        seen["real"], seen["fake"], seen["sigma"] = x.shape, y.shape, kw["sigma"]
+        seen["real"], seen["fake"], seen["sigma"] = x.shape, (y.shape[0] * kw["y_copies"], y.shape[1]), kw["sigma"]
         return (x.sum() + y.sum()) * 0
 
     monkeypatch.setattr(mod, "sliced_wasserstein", spy)

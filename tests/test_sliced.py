@@ -193,3 +193,14 @@ def test_the_threaded_cpu_sort_of_a_large_batch_equals_torch_sort():
 
     x = torch.randn(900, 640, generator=torch.Generator().manual_seed(1))  # DP-SWD's default: 100 + 800 rows
     assert torch.equal(sort_columns(x), torch.sort(x, dim=0).values)
+
+
+def test_y_copies_equal_repeating_the_rows():
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(30, 12, generator=g), torch.randn(20, 12, generator=g, requires_grad=True)
+    u = random_projections(12, 40, generator=g)
+    a = sliced_wasserstein(x, y, projections=u, sigma=0.7, generator=torch.Generator().manual_seed(5), y_copies=4)
+    b = sliced_wasserstein(x, y.repeat(4, 1), projections=u, sigma=0.7, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(a, b)
+    (ga,), (gb,) = torch.autograd.grad(a, y), torch.autograd.grad(b, y)
+    torch.testing.assert_close(ga, gb)

@@ -45,7 +45,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-BACKENDS = ("auto", "tensorized", "online")
+BACKENDS = ("auto", "tensorized", "online", "static")
 
 
 def geomloss_blur(epsilon: float) -> float:
@@ -66,6 +66,73 @@ def keops_available() -> bool:
         return False
 
 
+def epsilon_schedule(diameter: float, blur: float, scaling: float) -> list:
+    """The annealed temperatures of epsilon-scaling for p = 2 (geomloss' schedule): diameter^2, then
+    geometric steps of ratio scaling^2 down to blur^2, then blur^2."""
+    if not (diameter > 0 and blur > 0 and 0 < scaling < 1):
+        raise ValueError(f"epsilon_schedule needs diameter > 0, blur > 0 and 0 < scaling < 1, got diameter={diameter}, "
+                         f"blur={blur}, scaling={scaling}")
+    hi, lo, step = 2 * math.log(diameter), 2 * math.log(blur), 2 * math.log(scaling)
+    n = max(0, math.ceil((lo - hi) / step))  # the values hi, hi + step, ... strictly above lo
+    return [diameter ** 2] + [math.exp(hi + i * step) for i in range(n)] + [blur ** 2]
+
+
+def row_box_diameter(dim: int, low: float = -1.0, high: float = 1.0, num_classes: int = 0,
+                     alpha_c: float = 0.0) -> float:
+    """A data-independent diameter for :func:`sinkhorn_static`: that of the box holding every row
+    [image in [low, high]^dim, alpha_c * onehot] (geomloss measures the batch's own box instead,
+    which needs a host sync per call)."""
+    return math.sqrt(dim * (high - low) ** 2 + num_classes * alpha_c ** 2)
+
+
+def _softmin(eps: float, cost: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """-eps log sum_j exp(h_j - C_ij / eps), for every row i."""
+    return -eps * torch.logsumexp(h.unsqueeze(0) - cost / eps, dim=1)
+
+
+def sinkhorn_static(x: torch.Tensor, y: torch.Tensor, blur: float, *, diameter: float, scaling: float = 0.5,
+                    debias: bool = True) -> torch.Tensor:
+    """geomloss' tensorized debiased Sinkhorn loss (p = 2, cost ||x - y||^2 / 2, uniform weights), computed
+    with a schedule fixed by ``diameter``: no data-dependent control flow and no host synchronisation,
+    so a step using it can be captured in a CUDA graph. Same algorithm as geomloss' ``sinkhorn_loop``
+    (symmetric log-domain updates averaged with the previous potentials, epsilon-scaling from
+    diameter^2 to blur^2, the loop without autograd, and one last extrapolation through which the
+    gradient flows via the cost matrices, each with its second argument detached), so at the same diameter the values agree to float rounding
+    (tests/test_dpsinkhorn.py). Returns geomloss' value (multiply by 4 for the paper's S, see
+    :func:`sinkhorn_divergence`)."""
+    eps_list = epsilon_schedule(diameter, blur, scaling)
+    a_log = torch.full((x.shape[0],), -math.log(x.shape[0]), dtype=x.dtype, device=x.device)
+    b_log = torch.full((y.shape[0],), -math.log(y.shape[0]), dtype=y.dtype, device=y.device)
+    # the second argument detached: the gradient of each potential flows through its own point only,
+    # which at the fixed point is the gradient of the loss (envelope theorem), as in geomloss
+    c_xy, c_yx = _sq_dist(x, y.detach()) / 2, _sq_dist(y, x.detach()) / 2
+    c_xx, c_yy = (_sq_dist(x, x.detach()) / 2, _sq_dist(y, y.detach()) / 2) if debias else (None, None)
+    with torch.no_grad():
+        cxy, cyx = c_xy.detach(), c_yx.detach()
+        cxx, cyy = (c_xx.detach(), c_yy.detach()) if debias else (None, None)
+        eps = eps_list[0]
+        g_ab, f_ba = _softmin(eps, cyx, a_log), _softmin(eps, cxy, b_log)
+        if debias:
+            f_aa, g_bb = _softmin(eps, cxx, a_log), _softmin(eps, cyy, b_log)
+        for eps in eps_list:
+            ft_ba, gt_ab = _softmin(eps, cxy, b_log + g_ab / eps), _softmin(eps, cyx, a_log + f_ba / eps)
+            f_ba, g_ab = 0.5 * (f_ba + ft_ba), 0.5 * (g_ab + gt_ab)
+            if debias:
+                ft_aa, gt_bb = _softmin(eps, cxx, a_log + f_aa / eps), _softmin(eps, cyy, b_log + g_bb / eps)
+                f_aa, g_bb = 0.5 * (f_aa + ft_aa), 0.5 * (g_bb + gt_bb)
+    eps = eps_list[-1]  # the last extrapolation, differentiable through the costs
+    f_ba, g_ab = _softmin(eps, c_xy, b_log + g_ab / eps), _softmin(eps, c_yx, a_log + f_ba / eps)
+    if not debias:
+        return f_ba.mean() + g_ab.mean()
+    f_aa, g_bb = _softmin(eps, c_xx, a_log + f_aa / eps), _softmin(eps, c_yy, b_log + g_bb / eps)
+    return (f_ba - f_aa).mean() + (g_ab - g_bb).mean()
+
+
+def _sq_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """||x_i - y_j||^2 as geomloss' tensorized backend computes it (expanded form, differentiable)."""
+    return (x * x).sum(1, keepdim=True) - 2 * x @ y.T + (y * y).sum(1).unsqueeze(0)
+
+
 def resolve_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is invalid: choose one of {', '.join(BACKENDS)}")
@@ -78,16 +145,20 @@ def resolve_backend(backend: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _samples_loss(blur: float, scaling: float, backend: str, debias: bool, potentials: bool = False):
+def _samples_loss(blur: float, scaling: float, backend: str, debias: bool, potentials: bool = False,
+                  diameter: Optional[float] = None):
     from geomloss import SamplesLoss
 
     return SamplesLoss("sinkhorn", p=2, blur=blur, scaling=scaling, debias=debias, backend=backend,
-                       potentials=potentials)
+                       potentials=potentials, diameter=diameter)
 
 
 def conditional_rows(x: torch.Tensor, labels: Optional[torch.Tensor], num_classes: int,
-                     alpha_c: float) -> torch.Tensor:
-    """Eq. 5: flatten ``x`` and append ``alpha_c * onehot(labels)`` (nothing when alpha_c = 0)."""
+                     alpha_c: float, check: bool = True) -> torch.Tensor:
+    """Eq. 5: flatten ``x`` and append ``alpha_c * onehot(labels)`` (nothing when alpha_c = 0).
+
+    ``check=False`` skips the label-range check (a host read of the labels): the training step uses it,
+    with the dataset's labels checked once at setup and the generated ones in range by construction."""
     rows = x.flatten(1)
     if num_classes <= 0 or alpha_c == 0:
         return rows
@@ -97,7 +168,7 @@ def conditional_rows(x: torch.Tensor, labels: Optional[torch.Tensor], num_classe
     labels = labels.long().flatten()
     if labels.shape[0] != rows.shape[0]:
         raise ValueError(f"cost/label mismatch: {rows.shape[0]} samples but {labels.shape[0]} labels")
-    if labels.numel() and (labels.min() < 0 or labels.max() >= num_classes):
+    if check and labels.numel() and (labels.min() < 0 or labels.max() >= num_classes):
         raise ValueError(f"cost/label mismatch: labels must lie in [0, {num_classes - 1}], got "
                          f"[{int(labels.min())}, {int(labels.max())}]; check dataset.num_classes")
     return torch.cat([rows, alpha_c * F.one_hot(labels, num_classes).to(rows.dtype)], dim=1)
@@ -116,15 +187,32 @@ def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 def sinkhorn_divergence(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05, *, scaling: float = 0.5,
-                        backend: str = "tensorized", debias: bool = True) -> torch.Tensor:
+                        backend: str = "tensorized", debias: bool = True,
+                        diameter: Optional[float] = None) -> torch.Tensor:
     """Debiased Sinkhorn divergence S_{c,eps}(x, y) with c = ||x - y||^2 (uniform weights).
 
     ``x`` (N, D) and ``y`` (M, D) rows; differentiable in both. ``scaling`` is geomloss'
     epsilon-scaling ratio (its default 0.5). ``debias=False`` gives W_{c,eps}(x, y) instead.
+    ``diameter``: the start of the epsilon-scaling schedule (default: the batches' bounding box, as
+    geomloss measures it: one host sync). ``backend="static"`` (:func:`sinkhorn_static`) needs it
+    fixed (e.g. :func:`row_box_diameter`) when it must not synchronise.
     """
     _check_pair(x, y)
-    loss = _samples_loss(geomloss_blur(epsilon), float(scaling), resolve_backend(backend), bool(debias))
-    return (4.0 if debias else 2.0) * loss(x.contiguous(), y.contiguous())
+    blur = geomloss_blur(epsilon)
+    scale = 4.0 if debias else 2.0
+    if resolve_backend(backend) == "static":
+        d = float(diameter) if diameter is not None else _box_diameter(x.detach(), y.detach())
+        return scale * sinkhorn_static(x, y, blur, diameter=d, scaling=float(scaling), debias=bool(debias))
+    loss = _samples_loss(blur, float(scaling), resolve_backend(backend), bool(debias),
+                         diameter=None if diameter is None else float(diameter))
+    return scale * loss(x.contiguous(), y.contiguous())
+
+
+def _box_diameter(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The diameter of the bounding box of both batches (geomloss' default; a host sync)."""
+    lo = torch.minimum(x.min(0).values, y.min(0).values)
+    hi = torch.maximum(x.max(0).values, y.max(0).values)
+    return float((hi - lo).norm())
 
 
 def record_terms(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05) -> torch.Tensor:
@@ -208,5 +296,6 @@ def transport_plan(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05, num_
                            stopThr=tol)
 
 
-__all__ = ["BACKENDS", "conditional_rows", "geomloss_blur", "keops_available", "pot_sinkhorn2_divergence",
-           "sinkhorn_divergence", "sinkhorn_divergence_pot", "sinkhorn_iterations", "transport_plan"]
+__all__ = ["BACKENDS", "conditional_rows", "epsilon_schedule", "geomloss_blur", "keops_available",
+           "pot_sinkhorn2_divergence", "row_box_diameter", "sinkhorn_divergence", "sinkhorn_divergence_pot",
+           "sinkhorn_iterations", "sinkhorn_static", "transport_plan"]

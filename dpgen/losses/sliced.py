@@ -67,13 +67,15 @@ def sliced_wasserstein(
     generator: Optional[torch.Generator] = None,
     noise_x: bool = True,
     noise_y: bool = True,
+    y_copies: int = 1,
 ) -> torch.Tensor:
     """Empirical SWD_p^p between samples ``x`` (n, d) and ``y`` (m, d); DP_sigma SWD when sigma > 0.
 
     ``projections``: a fixed (d, k) matrix of unit columns (else k = ``n_projections`` fresh ones,
     drawn with ``generator``). ``noise_x`` / ``noise_y`` choose which side gets the N(0, sigma^2)
     noise (Algorithm 1 noises both). Unequal sample sizes compare quantile functions at
-    max(n, m) levels.
+    max(n, m) levels. ``y_copies`` = c compares c independently noised copies of every row of y
+    (the same as passing ``y.repeat(c, 1)``, with y projected once instead of c times).
     """
     if x.dim() != 2 or y.dim() != 2:
         x, y = x.flatten(1), y.flatten(1)
@@ -90,6 +92,8 @@ def sliced_wasserstein(
         projections = random_projections(d, n_projections, generator, x.device, x.dtype)
     px = x @ projections
     py = y @ projections
+    if y_copies > 1:
+        py = py.repeat(y_copies, 1)
     if sigma > 0:
         if noise_x:
             px = px + sigma * torch.randn(px.shape, generator=generator, device=px.device, dtype=px.dtype)

@@ -229,13 +229,12 @@ class SWD(GenerativeMethod):
 
             u = orthogonal_directions(r_real.shape[1], self.k, generator=self.rng, dtype=r_real.dtype,
                                       device=r_real.device)
-        if self.fake_copies > 1 and self.sigma > 0:
-            # m noisy copies of each generated row: the generated side's smoothing N(0, sigma^2) is
-            # averaged over m draws instead of one (less gradient variance). The private side and its
-            # release are unchanged, so the privacy analysis is too.
-            r_fake = r_fake.repeat(self.fake_copies, 1)
+        # m noisy copies of each generated row: the generated side's smoothing N(0, sigma^2) is
+        # averaged over m draws instead of one (less gradient variance). The private side and its
+        # release are unchanged, so the privacy analysis is too.
+        copies = self.fake_copies if self.fake_copies > 1 and self.sigma > 0 else 1
         return sliced_wasserstein(r_real, r_fake, n_projections=self.k, p=self.order, sigma=self.sigma,
-                                  projections=u, generator=self.rng)
+                                  projections=u, generator=self.rng, y_copies=copies)
 
 
 class DPSWD(WORGaussianLedger, SWD):

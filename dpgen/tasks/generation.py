@@ -43,6 +43,11 @@ class GenerationTask(Task):
         self.shape = tuple(self.train_ds.shape)
         self.num_classes = int(getattr(self.train_ds, "num_classes", cfg.dataset.num_classes) or 0)
         self.in_memory = hasattr(self.train_ds, "tensors")
+        if self.in_memory and self.num_classes > 0:  # once here, so that no training step reads labels on the host
+            y = self.train_ds.tensors[1]
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
+                raise ValueError(f"{cfg.dataset.name}: labels span [{int(y.min())}, {int(y.max())}] but the dataset has "
+                                 f"{self.num_classes} classes: check dataset.num_classes or the label file")
 
     def build(self, cfg, steps: int, device):
         from dpgen.methods import make_method

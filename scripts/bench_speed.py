@@ -1,0 +1,294 @@
+#!/usr/bin/env python
+"""The speed table of ``make bench`` on whatever device is here (CUDA when available, else CPU).
+
+Each hot path is timed beside its floor or its peer in the same process, interleaved, median of
+repeats, with a CUDA synchronize around every timed call on a GPU:
+
+  swd_loss          DP-SWD loss forward+backward (n = 1000, d = 784, k = 1000 and n = 60,000 on a GPU)
+                    | floor: matmul + torch.sort + mean | peer: POT's sliced_wasserstein_distance
+  sinkhorn_loss     Sinkhorn divergence forward+backward, d = 784 + 10 labels, eps 0.05, batch 50 / 500 /
+                    2000 (5000 on a GPU) | dpgen's static log-domain loop vs geomloss tensorized (the peer)
+  frame_draw        bound=frame directions d = 7840, k = 1000 | the Householder reflectors drawn directly
+                    (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
+  dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
+                    accountant step included | backend static vs tensorized (geomloss)
+  param_per_sample  dpsinkhorn_param per-sample clipping, batch 50, DCGAN: one record_grads call
+                    | per-record backward loop vs batched (vmap) backward | floor: 50 x one backward
+  da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
+
+    python scripts/bench_speed.py [--repeats 5] [--quick]   -> outputs/bench/speed_<device>.{json,md}
+
+``--quick`` drops the largest sizes (a smoke run of the script). Timings are the machine's at that
+moment: the JSON records the device, torch version, thread count and load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def sync():
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fns, repeats, warmup=1):
+    """{name: median seconds} of the no-argument callables in ``fns``, interleaved."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    sync()
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def fb(loss_fn, x, *args):
+    """forward + backward in x."""
+    def run():
+        x.grad = None
+        loss_fn(x, *args).backward()
+    return run
+
+
+def bench_swd(repeats, quick):
+    import ot
+
+    from dpgen.losses.sliced import sliced_wasserstein, sort_columns
+
+    out = []
+    sizes = [(1000, 784)] + ([] if quick or DEV.type != "cuda" else [(60000, 794)])
+    for n, d in sizes:
+        g = torch.Generator(device=DEV).manual_seed(0)
+        x = torch.randn(n, d, device=DEV, generator=g).requires_grad_()
+        y = torch.randn(n, d, device=DEV, generator=g) + 0.5
+        u = torch.randn(d, 1000, device=DEV, generator=g)
+        u = u / u.norm(dim=0, keepdim=True)
+
+        def floor(a, b, w):  # the same sort dpgen uses (numpy's on a CPU, torch.sort on a GPU)
+            return ((sort_columns(a @ w) - sort_columns(b @ w)) ** 2).mean()
+
+        t = timed({"dpgen": fb(lambda a, b, w: sliced_wasserstein(a, b, projections=w), x, y, u),
+                   "floor (matmul + sort)": fb(floor, x, y, u),
+                   "matmul + torch.sort": fb(lambda a, b, w: ((torch.sort(a @ w, dim=0).values
+                                                               - torch.sort(b @ w, dim=0).values) ** 2).mean(), x, y, u),
+                   "POT": fb(lambda a, b, w: ot.sliced_wasserstein_distance(a, b, projections=w, p=2) ** 2, x, y, u)},
+                  repeats)
+        out.append({"what": f"DP-SWD loss fwd+bwd, n = {n}, d = {d}, k = 1000", "unit": "ms",
+                    **{k: 1e3 * v for k, v in t.items()}})
+    return out
+
+
+def bench_sinkhorn(repeats, quick):
+    from dpgen.losses.sinkhorn import conditional_rows, row_box_diameter, sinkhorn_divergence
+
+    out = []
+    sizes = [50, 500] + ([] if quick else [2000]) + ([5000] if DEV.type == "cuda" and not quick else [])
+    diameter = row_box_diameter(784, 0.0, 1.0, 10, 15.0)
+    for n in sizes:
+        g = torch.Generator(device=DEV).manual_seed(n)
+        lab = torch.randint(0, 10, (n,), device=DEV, generator=g)
+        x = conditional_rows(torch.rand(n, 784, device=DEV, generator=g), lab, 10, 15.0).requires_grad_()
+        y = conditional_rows(torch.rand(n, 784, device=DEV, generator=g) ** 2, lab.flip(0), 10, 15.0)
+        reps = repeats if n <= 500 or DEV.type == "cuda" else max(2, repeats // 2)
+        t = timed({"dpgen static": fb(lambda a, b: sinkhorn_divergence(a, b, 0.05, backend="static",
+                                                                       diameter=diameter), x, y),
+                   "geomloss tensorized": fb(lambda a, b: sinkhorn_divergence(a, b, 0.05, backend="tensorized",
+                                                                              diameter=diameter), x, y)}, reps)
+        out.append({"what": f"Sinkhorn divergence fwd+bwd, n = {n}, d = 794, eps 0.05 (same schedule)", "unit": "ms",
+                    **{k: 1e3 * v for k, v in t.items()}})
+    return out
+
+
+def bench_frame(repeats):
+    from dpgen.privacy.dpswd import orthogonal_directions
+
+    g = torch.Generator(device=DEV).manual_seed(0)
+
+    def qr_way():  # the previous implementation: float64 normals, Householder QR, signs fixed
+        m = torch.randn(7840, 1000, generator=g, dtype=torch.float64, device=DEV)
+        q, r = torch.linalg.qr(m)
+        return (q * torch.sign(torch.diagonal(r))).float()
+
+    t = timed({"dpgen (reflectors drawn directly)": lambda: orthogonal_directions(7840, 1000, generator=g,
+                                                                                   device=DEV),
+               "QR of a Gaussian matrix": qr_way}, max(2, repeats // 2))
+    return [{"what": "bound=frame directions, d = 7840, k = 1000", "unit": "ms", **{k: 1e3 * v for k, v in t.items()}}]
+
+
+def _mnist_like_root(tmp: Path, n: int = 8000) -> Path:
+    import numpy as np
+
+    from dpgen.data.images import write_idx
+
+    raw = tmp / "data" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, k in (("train", n), ("t10k", 100)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (k, 28, 28), dtype=np.uint8))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", (np.arange(k) % 10).astype(np.uint8))
+    return tmp / "data"
+
+
+def bench_dpsinkhorn(steps):
+    import tempfile
+
+    from dpgen.config import compose_config
+    from dpgen.train import train_generative
+
+    row = {"what": "DP-Sinkhorn training, batch 50 (Poisson), DCGAN 28 x 28, clip + noise + accountant",
+           "unit": "steps/s"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = _mnist_like_root(Path(tmp))
+        for backend in ("tensorized", "static", "tensorized", "static"):  # twice each: the first run warms up
+            cfg = compose_config(["experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "trainer.epochs=null",
+                                  f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
+                                  "task.fid=false", f"trainer.device={DEV.type}", f"method.backend={backend}",
+                                  f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
+            m = train_generative(cfg, Path(tmp) / f"run_{backend}")
+            row[f"{backend}" + (" (dpgen)" if backend == "static" else " (geomloss)")] = m["steps_per_second"]
+    row["note"] = "the training loop alone (the run's loop_seconds), second run of each"
+    return [row]
+
+
+def bench_param_per_sample(repeats):
+    from dpgen.config import compose_config
+    from dpgen.methods import make_method
+    from dpgen.models.dcgan import DCGANGenerator
+
+    cfg = compose_config(["method=dpsinkhorn_param", "dataset=mnist10k", "trainer.batch_size=50",
+                          "method.noise_multiplier=1.1", "trainer.steps=100", "trainer.epochs=null"])
+    gen = DCGANGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28)).to(DEV)
+    m = make_method(cfg, num_classes=10, data_dim=784, n_private=8000, steps=100, batch_size=50,
+                    image_shape=(1, 28, 28))
+    m.bind_generator(gen)
+    real = torch.rand(50, 1, 28, 28, device=DEV)
+    y = torch.randint(0, 10, (50,), device=DEV)
+    params = list(gen.parameters())
+
+    def grads(batched):
+        def run():
+            fake, yf = gen.sample(50, device=DEV)
+            m.record_grads(fake, yf, real, y, batched=batched)
+        return run
+
+    def floor():  # what any exact per-record method pays at least: 50 backward passes through the generator
+        fake, _ = gen.sample(50, device=DEV)
+        cot = torch.randn_like(fake)
+        for _ in range(50):
+            torch.autograd.grad(fake, params, grad_outputs=cot, retain_graph=True)
+
+    t = timed({"per-record loop": grads(False), "batched (vmap)": grads(True), "floor (50 backward)": floor},
+              max(2, repeats // 2))
+    return [{"what": f"dpsinkhorn_param per-sample clipping, batch 50, DCGAN ({torch.get_num_threads()} threads)",
+             "unit": "s/step", **t}]
+
+
+def bench_da(steps):
+    from dpgen.config import compose_preset
+    from dpgen.methods.da_base import DABatch
+    from dpgen.models.da_nets import make_da_nets
+    from dpgen.tasks.domain_adaptation import DA_METHODS
+
+    row = {"what": "DA U-M training steps (preset networks, B = 128, random 28 x 28 images)", "unit": "steps/s"}
+    for name in ("dpswd", "dpdann"):
+        cfg = compose_preset("da_um", [f"method={name}", "trainer.epochs=null", "trainer.steps=7900"])
+        torch.manual_seed(0)
+        g, h, disc, d = make_da_nets("auto", (1, 28, 28), 10)
+        g, h = g.to(DEV), h.to(DEV)
+        disc = disc.to(DEV) if disc is not None else None
+        method = DA_METHODS[name](cfg, d, 10, 10000, 7900, 128, disc=disc)
+        method.rng = torch.Generator(device=DEV).manual_seed(0)
+        sampler = torch.Generator().manual_seed(1)
+        opt = torch.optim.Adam(list(g.parameters()) + list(h.parameters()) + method.parameters(), lr=1e-3)
+        xs, ys = torch.rand(1000, 1, 28, 28, device=DEV), torch.randint(0, 10, (1000,), device=DEV)
+        xt = torch.rand(10000, 1, 28, 28, device=DEV)
+
+        def step(i):
+            idx_t = method.sample_batch(10000, 128, sampler).to(DEV)
+            idx_s = torch.randint(0, 1000, (128,), device=DEV)
+            opt.zero_grad(set_to_none=True)
+            method.step({"g": g, "h": h}, DABatch(xs[idx_s], ys[idx_s], xt[idx_t], i / steps))
+            opt.step()
+            method.account()
+
+        step(0)
+        sync()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        sync()
+        row[name] = steps / (time.perf_counter() - t0)
+    row["U-M paper length (7,900 steps), DP-SWD, min"] = 7900 / row["dpswd"] / 60
+    return [row]
+
+
+def to_markdown(meta, rows):
+    lines = [f"# dpgen speed on {meta['device']}", "",
+             f"torch {meta['torch']}, {meta['threads']} CPU threads, load average {meta['load_average']}, "
+             f"{meta['date']}. Command: `{meta['command']}`.", "",
+             "| what | unit | measurements (same run) |", "|---|---|---|"]
+    for r in rows:
+        vals = "; ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.items()
+                         if k not in ("what", "unit"))
+        lines.append(f"| {r['what']} | {r['unit']} | {vals} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="drop the largest sizes and shorten the training rows")
+    ap.add_argument("--out", default=os.environ.get("DPGEN_OUTPUTS", "outputs") + "/bench")
+    args = ap.parse_args(argv)
+    from tqdm import tqdm
+
+    from dpgen.utils.io import atomic_write_text
+
+    steps = 10 if args.quick else (200 if DEV.type == "cuda" else 30)
+    parts = [("swd_loss", lambda: bench_swd(args.repeats, args.quick)),
+             ("sinkhorn_loss", lambda: bench_sinkhorn(args.repeats, args.quick)),
+             ("frame_draw", lambda: bench_frame(args.repeats)),
+             ("dpsinkhorn_steps", lambda: bench_dpsinkhorn(steps)),
+             ("param_per_sample", lambda: bench_param_per_sample(args.repeats)),
+             ("da_steps", lambda: bench_da(steps * 2))]
+    rows = []
+    for name, fn in tqdm(parts, desc=f"speed on {DEV.type}", unit="part"):
+        for r in fn():
+            rows.append({"part": name, **r})
+            tqdm.write(f"{r['what']} [{r['unit']}]: " + ", ".join(
+                f"{k} {v:.4g}" for k, v in r.items() if isinstance(v, float)))
+    meta = {"device": torch.cuda.get_device_name() if DEV.type == "cuda" else f"CPU ({os.cpu_count()} cores)",
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "load_average": [round(x, 2) for x in os.getloadavg()], "date": time.strftime("%Y-%m-%d %H:%M"),
+            "command": "python scripts/bench_speed.py" + (" --quick" if args.quick else "")}
+    out = Path(args.out)
+    stem = f"speed_{DEV.type}" + ("_quick" if args.quick else "")
+    atomic_write_text(out / f"{stem}.json", json.dumps({"meta": meta, "rows": rows}, indent=2))
+    atomic_write_text(out / f"{stem}.md", to_markdown(meta, [{k: v for k, v in r.items() if k != "part"}
+                                                             for r in rows]))
+    print(f"wrote {out / (stem + '.json')} and .md")
+
+
+if __name__ == "__main__":
+    main()
