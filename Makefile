@@ -30,7 +30,7 @@ help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies"
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "test / test-slow          pytest (fast) / pytest including slow tests"
-	@echo "bench                     timing benchmarks: DP-SWD calibration and loss vs POT, DP-Sinkhorn, domain adaptation"
+	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
@@ -71,6 +71,7 @@ test-slow:
 	$(PYTHON) -m pytest -m "slow or not slow"
 
 bench:
+	$(PYTHON) scripts/bench_speed.py
 	$(PYTHON) scripts/bench.py
 	$(PYTHON) scripts/bench_swd.py
 	$(PYTHON) scripts/bench_sinkhorn.py
