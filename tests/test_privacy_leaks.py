@@ -177,11 +177,12 @@ def _dpswd_release_patch(monkeypatch, rep):
     import dpgen.methods.dpswd as dpswd
     from dpgen.losses.sliced import random_projections, sliced_from_projections
 
-    def released_sw(x, y, n_projections=1000, p=2, sigma=0.0, projections=None, generator=None):
+    def released_sw(x, y, n_projections=1000, p=2, sigma=0.0, projections=None, generator=None, y_copies=1):
         u = projections if projections is not None else random_projections(x.shape[1], n_projections, generator,
                                                                             x.device, x.dtype)
         px = rep(x @ u + sigma * torch.randn((x.shape[0], u.shape[1]), generator=generator, dtype=x.dtype))
-        py = y @ u + sigma * torch.randn((y.shape[0], u.shape[1]), generator=generator, dtype=y.dtype)
+        py = (y @ u).repeat(y_copies, 1)
+        py = py + sigma * torch.randn(py.shape, generator=generator, dtype=y.dtype)
         return sliced_from_projections(px, py, p)
 
     monkeypatch.setattr(dpswd, "sliced_wasserstein", released_sw)
