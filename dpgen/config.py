@@ -323,6 +323,32 @@ class WGANGPConfig(MethodConfig):
 
 
 @dataclass
+class DPMERFConfig(MethodConfig):
+    """DP-MERF (Harder et al. 2021), the reference baseline: the class-conditional mean embedding of the
+    private set in random Fourier features, released once (Gaussian mechanism), a generator fitted to it."""
+
+    name: str = "dpmerf"
+    private: bool = True
+    #: D random features (D / 2 frequencies, cos and sin); DP-MERF's MNIST setting
+    n_features: int = 1000
+    #: length scale of the Gaussian kernel (null: sqrt(127 d / 784), DP-MERF's MNIST kernel scaled to d pixels)
+    length_scale: Optional[float] = None
+    #: noise multiplier of the one release, std = z 2 / n (null: calibrated to privacy.epsilon)
+    noise_multiplier: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.n_features, "method.n_features", "the number of random features")
+        if self.n_features % 2:
+            raise ConfigError(f"method.n_features={self.n_features} is invalid: it must be even (cos and sin of "
+                              "n_features / 2 frequencies)")
+        if self.length_scale is not None:
+            check_positive(self.length_scale, "method.length_scale", "the Gaussian kernel's length scale")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
+
+
+@dataclass
 class DANNConfig(MethodConfig):
     """DANN (Ganin et al. 2016): a domain discriminator trained through gradient reversal (non-private)."""
 
@@ -640,6 +666,7 @@ def register_configs() -> None:
     # domain adaptation (dpgen/tasks/domain_adaptation.py)
     cs.store(group="schema/method", name="dann", node=DANNConfig)
     cs.store(group="schema/method", name="wgan_gp", node=WGANGPConfig)
+    cs.store(group="schema/method", name="dpmerf", node=DPMERFConfig)
     cs.store(group="schema/method", name="dpdann", node=DPDANNConfig)
     cs.store(group="schema/dataset", name="domain_adaptation", node=DADatasetConfig)
     cs.store(group="schema/task", name="domain_adaptation", node=DomainAdaptationTaskConfig)

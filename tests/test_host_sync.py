@@ -57,6 +57,7 @@ def _run(overrides, tmp_path):
 GENERATION = [
     ["method=dpswd", "task.eval_models=[]"],
     ["method=swd", "task.eval_models=[]"],
+    ["method=dpmerf", "task.eval_models=[]"],
     ["method=dpsinkhorn", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],
     ["method=sinkhorn", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],
     ["method=dpsinkhorn_param", "method.clip_mode=batch", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],

@@ -16,8 +16,10 @@ from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn
                                       DPSinkhornParamGrad, Sinkhorn)
 
 from dpgen.methods.wgan_gp import WGANGP  # noqa: E402
+from dpgen.methods.dpmerf import DPMERF  # noqa: E402
 
 METHODS["wgan_gp"] = WGANGP
+METHODS["dpmerf"] = DPMERF
 METHODS.update({"sinkhorn": Sinkhorn, "dpsinkhorn": DPSinkhorn, "dpsinkhorn_param": DPSinkhornParamGrad,
                 "sinkhorn_adv": AdversarialSinkhorn, "dpsinkhorn_adv": AdversarialDPSinkhorn})
 

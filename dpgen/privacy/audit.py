@@ -316,6 +316,47 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
                    gaussian_epsilon(z, m.delta_rdp), float(m.delta_rdp), 2 * r / n, s_in, s_out)
 
 
+# ---- DP-MERF ----------------------------------------------------------------------------------------
+
+
+def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+    """DP-MERF's one release (:meth:`dpgen.methods.dpmerf.DPMERF.prepare_data`): N = 4 records of 16 pixels,
+    2 classes, D = 64 random features, noise std z 2 / N. Canary: a record of ones with label 0 in D, of
+    zeros with label 1 in D' (their embeddings sit in orthogonal class blocks); score <mu~, v> with v the
+    unit vector along the two noiseless embeddings' difference under the trial's (public, freshly drawn)
+    frequencies. Its mean shift is sqrt(2) / N: unit features make 2 / N (the design sensitivity, DP-MERF's)
+    reachable only by phi(x') = -phi(x), which random Fourier features do not produce, so the audit's
+    power against too little noise is that of a sensitivity sqrt(2) / N."""
+    from dpgen.methods.dpmerf import DPMERF, mean_embedding
+
+    z, n, shape = NOISE_MULTIPLIER, 4, (1, 4, 4)
+    cfg = compose_config(["method=dpmerf", "method.n_features=64", f"method.noise_multiplier={z}",
+                          "privacy.epsilon=100"])
+    m = DPMERF(cfg, num_classes=2, data_dim=16, n_private=n)
+    m.noise_std = z * noise_scale * m.sensitivity  # noise_scale != 1: a deliberate bug the audit must catch
+    m.rng = _gen(seed)
+    others = torch.full((n - 1, *shape), 0.5)
+    y_others = torch.tensor([0, 1, 0])
+    x_in, y_in = torch.cat([torch.ones(1, *shape), others]), torch.cat([torch.tensor([0]), y_others])
+    x_out, y_out = torch.cat([torch.zeros(1, *shape), others]), torch.cat([torch.tensor([1]), y_others])
+
+    def side(x, y, desc):
+        out = np.empty(trials)
+        for i in _trials(trials, desc, progress):
+            m.embedding = None  # a fresh release each trial (training releases it once)
+            m.prepare_data(x, y)
+            f = m.freqs.double()
+            v = mean_embedding(x_in.flatten(1), y_in, f, 2) - mean_embedding(x_out.flatten(1), y_out, f, 2)
+            out[i] = float((m.embedding.double() * v).sum() / v.norm())
+        return out
+
+    s_in, s_out = side(x_in, y_in, "dpmerf D"), side(x_out, y_out, "dpmerf D'")
+    return Samples("DP-MERF mean-embedding release (DPMERF.prepare_data)",
+                   _variant("64 random features, N=4", noise_scale),
+                   "replace one record; the whole dataset (N = 4) released once", noise_scale == 1.0,
+                   gaussian_epsilon(z, m.delta), m.delta, m.sensitivity, s_in, s_out)
+
+
 # ---- DP-Sinkhorn ------------------------------------------------------------------------------
 
 
@@ -650,6 +691,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpswd/chernoff", audit_dpswd, {"bound": "chernoff"}),
     AuditSpec("dpswd/clt", audit_dpswd, {"bound": "clt"}),
     AuditSpec("dpswd/dp_mean", audit_dp_mean, {}, trials_factor=2.0, fast=True),
+    AuditSpec("dpmerf/release", audit_dpmerf, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn/hook", audit_dpsinkhorn, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn_param/per_sample", audit_dpsinkhorn_param, {}, trials_factor=0.5),
     AuditSpec("dpsgd", audit_dpsgd, {}, trials_factor=0.5, fast=True),

@@ -114,7 +114,8 @@ class GenerationTask(Task):
                   "independent of the training steps (Remark 1)")
         elif p.get("private"):
             detail = (f"{p['bound']} bound, k={p['k']}, rows: {p['row_bound']}" if "bound" in p else
-                      f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
+                      "one release before training, the steps are post-processing" if p.get("depends_on_steps") is False
+                      else f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
             print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at delta "
                   f"{p['delta']:.3g} (sigma {p['sigma']:.4g}, {detail})")
         else:
