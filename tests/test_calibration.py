@@ -79,3 +79,18 @@ def test_bad_input_names_the_parameter(kwargs, param):
 def test_batch_larger_than_dataset_is_rejected():
     with pytest.raises(PrivacyParameterError, match="batch_size"):
         calibrate(10, 1e-5, n=100, batch_size=200, epochs=1)
+
+
+def test_calibration_reaches_epsilons_below_the_surrogates_floor():
+    """The numpy surrogate (wang_wor) floors near epsilon 3.6 at this setting (its RDP orders); the calibration
+    then falls back to autodp itself instead of refusing, and the ledger's prefix search does not loop."""
+    from dpgen.privacy.accountants import epsilon_for
+    from dpgen.privacy.ledger import Ledger
+
+    q, steps = 100 / 1437, 450
+    assert epsilon_for(1e6, q, steps, 1e-5, "without_replacement", "wang_wor") > 1.0
+    z = calibrate_noise_multiplier(1.0, 1e-5, q, steps, "without_replacement")
+    assert epsilon_for(z, q, steps, 1e-5, "without_replacement", "rdp") <= 1.0
+    ledger = Ledger(epsilon=1.0, delta=1e-5, sampling="without_replacement", sample_rate=q, prefix=(40.0,))
+    z2 = ledger.calibrate(steps)
+    assert z2 > z and ledger.epsilon_of(z2, steps) <= 1.0

@@ -67,9 +67,14 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
     sampling = check_sampling(sampling)
     rel_tol = check_positive(rel_tol, "rel_tol")
     surrogate = SURROGATES.get(sampling)
+    guess = None
     if z0 is None and accountant in ("rdp", "opacus_rdp", "opacus_prv") and surrogate:
-        z0 = calibrate_noise_multiplier(epsilon, delta, q, steps, sampling, surrogate, rel_tol / 4, 1.0)
-        secant = False
+        try:
+            guess = calibrate_noise_multiplier(epsilon, delta, q, steps, sampling, surrogate, rel_tol / 4, 1.0)
+        except PrivacyParameterError:
+            guess = None  # the surrogate's RDP orders cannot reach so small an epsilon: the accountant itself may
+    if guess is not None:
+        z0, secant = guess, False
     else:
         z0 = check_positive(1.0 if z0 is None else z0, "z0", "an initial guess of the noise multiplier")
         secant = True

@@ -88,7 +88,12 @@ class Ledger:
         """The surrogate's smallest z with ``too_small(z)`` False (None when no surrogate applies)."""
         if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
             return None
-        return geometric_bisect(too_small, lo, lo * 1.05, rel_tol=self.rel_tol / 4)
+        hi = lo * 1.05
+        for _ in range(40):  # the surrogate's RDP orders floor its epsilon: it may never reach the budget
+            if not too_small(hi):
+                return geometric_bisect(too_small, lo, hi, rel_tol=self.rel_tol / 4)
+            lo, hi = hi, hi * 2
+        return None
 
     def _surrogate_steps(self, z: float) -> Optional[int]:
         """The surrogate's most steps in budget at noise ``z`` (None when no surrogate applies)."""
