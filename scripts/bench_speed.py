@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 import torch  # noqa: E402
 
@@ -205,40 +206,11 @@ def bench_param_per_sample(repeats):
 
 
 def bench_da(steps):
-    from dpgen.config import compose_preset
-    from dpgen.methods.da_base import DABatch
-    from dpgen.models.da_nets import make_da_nets
-    from dpgen.tasks.domain_adaptation import DA_METHODS
+    from bench_da import da_steps_per_second  # scripts/bench_da.py: the one DA step loop of the benchmarks
 
     row = {"what": "DA U-M training steps (preset networks, B = 128, random 28 x 28 images)", "unit": "steps/s"}
     for name in ("dpswd", "dpdann"):
-        cfg = compose_preset("da_um", [f"method={name}", "trainer.epochs=null", "trainer.steps=7900"])
-        torch.manual_seed(0)
-        g, h, disc, d = make_da_nets("auto", (1, 28, 28), 10)
-        g, h = g.to(DEV), h.to(DEV)
-        disc = disc.to(DEV) if disc is not None else None
-        method = DA_METHODS[name](cfg, d, 10, 10000, 7900, 128, disc=disc)
-        method.rng = torch.Generator(device=DEV).manual_seed(0)
-        sampler = torch.Generator().manual_seed(1)
-        opt = torch.optim.Adam(list(g.parameters()) + list(h.parameters()) + method.parameters(), lr=1e-3)
-        xs, ys = torch.rand(1000, 1, 28, 28, device=DEV), torch.randint(0, 10, (1000,), device=DEV)
-        xt = torch.rand(10000, 1, 28, 28, device=DEV)
-
-        def step(i):
-            idx_t = method.sample_batch(10000, 128, sampler).to(DEV)
-            idx_s = torch.randint(0, 1000, (128,), device=DEV)
-            opt.zero_grad(set_to_none=True)
-            method.step({"g": g, "h": h}, DABatch(xs[idx_s], ys[idx_s], xt[idx_t], i / steps))
-            opt.step()
-            method.account()
-
-        step(0)
-        sync()
-        t0 = time.perf_counter()
-        for i in range(steps):
-            step(i)
-        sync()
-        row[name] = steps / (time.perf_counter() - t0)
+        row[name] = da_steps_per_second(name, steps, DEV)
     row["U-M paper length (7,900 steps), DP-SWD, min"] = 7900 / row["dpswd"] / 60
     return [row]
 

@@ -232,8 +232,10 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     def bind_generator(self, gen: nn.Module) -> None:
         self.params = [p for p in gen.parameters() if p.requires_grad]
 
-    def _param_grads(self, out: torch.Tensor) -> List[torch.Tensor]:
-        grads = torch.autograd.grad(out, self.params, allow_unused=True)
+    def _param_grads(self, out: torch.Tensor, cotangent: Optional[torch.Tensor] = None,
+                     retain_graph: bool = False) -> List[torch.Tensor]:
+        grads = torch.autograd.grad(out, self.params, grad_outputs=cotangent, retain_graph=retain_graph,
+                                    allow_unused=True)
         return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
 
     def record_grads(self, fake, y_fake, real, y_real, batched: Optional[bool] = None) -> tuple:
@@ -253,7 +255,7 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
             # one backward per record through the retained graph: on a CPU 1.7x faster than the batched
             # (vmap) backward, whose batching rules for the transposed convolutions cost more than they
             # save (make bench: per-record backward loop vs is_grads_batched vs one backward, the floor)
-            rows = [self._param_grads_of(fake, c) for c in cot]
+            rows = [self._param_grads(fake, c, retain_graph=True) for c in cot]
             grads = [torch.stack(g) for g in zip(*rows)]
         else:
             grads = torch.autograd.grad(fake, self.params, grad_outputs=cot, retain_graph=True, allow_unused=True,
@@ -261,10 +263,6 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
             grads = [torch.zeros((n, *p.shape), dtype=p.dtype, device=p.device) if g is None else g
                      for p, g in zip(self.params, grads)]
         return terms.detach(), grads
-
-    def _param_grads_of(self, fake: torch.Tensor, cotangent: torch.Tensor) -> List[torch.Tensor]:
-        grads = torch.autograd.grad(fake, self.params, grad_outputs=cotangent, retain_graph=True, allow_unused=True)
-        return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
 
     def private_grads(self, fake, y_fake, real, y_real) -> tuple:
         """(the released parameter gradient, one tensor per parameter; the batch loss, not released)."""

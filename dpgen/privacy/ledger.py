@@ -42,6 +42,19 @@ def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling:
     return steps_to_epsilon(epsilon, delta, z, q, sampling, accountant)
 
 
+def _largest_fitting(fits, lo: int, hi: int, cap: int = 10**9) -> Optional[int]:
+    """The largest integer t >= lo with ``fits(t)`` (monotone; ``fits(lo)`` holds): ``hi`` grown by 4x until
+    it does not fit, then bisection. None when even ``cap`` fits."""
+    while fits(hi):
+        lo, hi = hi, hi * 4
+        if hi > cap:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 class Ledger:
     """The privacy ledger of one run (see the module doc)."""
 
@@ -100,17 +113,7 @@ class Ledger:
         if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
             return None
         fits = lambda t: self.epsilon_of(z, t, surrogate=True) <= self.epsilon_budget  # noqa: E731
-        if not fits(1):
-            return None
-        lo, hi = 1, 1024
-        while fits(hi):
-            lo, hi = hi, hi * 4
-            if hi > 10**9:
-                return None
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-        return lo
+        return _largest_fitting(fits, 1, 1024) if fits(1) else None
 
     def _check_prefix(self) -> None:
         if self.prefix and self.epsilon_of(1e6, 0) >= self.epsilon_budget:
@@ -162,24 +165,13 @@ class Ledger:
                              f"privacy.epsilon={self.epsilon_budget}")
         if self.epsilon_of(z, 1) > self.epsilon_budget:
             return 0
+        fits = lambda t: self.epsilon_of(z, t) <= self.epsilon_budget  # noqa: E731
         lo, hi = 1, 1024
         guess = self._surrogate_steps(z)
         if guess is not None:  # autodp confirms the surrogate's answer, usually in two calls
-            if self.epsilon_of(z, guess) <= self.epsilon_budget:
-                lo, hi = guess, guess + 1
-            else:
-                lo, hi = 1, guess
-        while self.epsilon_of(z, hi) <= self.epsilon_budget:
-            lo, hi = hi, hi * 4
-            if hi > 10**9:
-                return 10**9
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.epsilon_of(z, mid) <= self.epsilon_budget:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+            lo, hi = (guess, guess + 1) if fits(guess) else (1, guess)
+        found = _largest_fitting(fits, lo, hi)
+        return 10**9 if found is None else found
 
     # ---- what ran ------------------------------------------------------------------------------
     def release_prefix(self) -> None:

@@ -45,9 +45,9 @@ class GenerationTask(Task):
         self.in_memory = hasattr(self.train_ds, "tensors")
         if self.in_memory and self.num_classes > 0:  # once here, so that no training step reads labels on the host
             y = self.train_ds.tensors[1]
-            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
-                raise ValueError(f"{cfg.dataset.name}: labels span [{int(y.min())}, {int(y.max())}] but the dataset has "
-                                 f"{self.num_classes} classes: check dataset.num_classes or the label file")
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):  # the values stay in memory
+                raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
+                                 f"({self.num_classes} classes): check dataset.num_classes or the label file")
 
     def build(self, cfg, steps: int, device):
         from dpgen.methods import make_method
