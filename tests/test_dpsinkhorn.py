@@ -443,8 +443,13 @@ def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
 
     rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
                     extra_overrides=TINY[:-1] + ["model.generator=mlp"])
-    assert len(rows) == 8
-    _filled(rows, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
+    assert len(rows) == 2 * len(T.TABLE1_ROWS) == 12
+    papers = [r for r in rows if not r["method"].startswith("DP-MERF")]
+    _filled(papers, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
+    # the baseline rows: no paper value, everything measured filled
+    _filled([r for r in rows if r["method"].startswith("DP-MERF")],
+            [c for c in T.TABLE1_COLUMNS if not c.endswith(("_std", "_paper"))])
+    assert {r["eps"] for r in rows if r["method"].startswith("DP-MERF")} == {1, 10}
     assert (outputs_tmp / "tables" / "dpsinkhorn_table1.csv").exists()
     assert (outputs_tmp / "figures" / "dpsinkhorn_table1.png").exists()
     dp = next(r for r in rows if r["method"] == "DP-Sinkhorn")
