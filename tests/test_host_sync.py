@@ -85,18 +85,20 @@ def test_dpsgd_steps_read_nothing_on_the_host(fake_data_root, tmp_path, guarded_
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only: torch.cuda.set_sync_debug_mode")
 def test_a_dpswd_step_on_cuda_does_not_synchronise():
-    """The DP-SWD loss (frame directions, noise, sort) on the GPU under sync debug mode "error"."""
+    """The DP-SWD loss (projections, noise, sort, backward) on the GPU under sync debug mode "error". The
+    frame draw (cuSOLVER's orgqr) is made before: whether it synchronises is not checked here."""
     from dpgen.losses.sliced import sliced_wasserstein
     from dpgen.privacy.dpswd import orthogonal_directions
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.rand(100, 640, device="cuda")
     y = torch.rand(800, 640, device="cuda", requires_grad=True)
-    orthogonal_directions(640, 640, generator=g, device="cuda")  # warm-up (library handles)
+    u = orthogonal_directions(640, 640, generator=g, device="cuda")
+    sliced_wasserstein(x, y, projections=u, sigma=1.0, generator=g).backward()  # warm-up
+    y.grad = None
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        u = orthogonal_directions(640, 640, generator=g, device="cuda")
         sliced_wasserstein(x, y, projections=u, sigma=1.0, generator=g).backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")
