@@ -161,7 +161,7 @@ class DPMERF(GenerativeMethod):
         return self.ledger.epsilon()
 
     def privacy_report(self) -> Dict[str, Any]:
-        from dpgen.privacy.audit import gaussian_epsilon
+        from dpgen.privacy.wdp import gaussian_dp_epsilon
 
         return {
             "private": True,
@@ -176,7 +176,7 @@ class DPMERF(GenerativeMethod):
             "noise_multiplier": self.noise_multiplier,
             "sensitivity": self.sensitivity,
             "sigma": self.noise_std,  # the release's noise std, z 2 / n
-            "epsilon_analytic_gaussian": gaussian_epsilon(self.noise_multiplier, self.delta),
+            "epsilon_analytic_gaussian": gaussian_dp_epsilon(self.noise_multiplier, self.delta),
             "depends_on_steps": False,
             "max_steps_in_budget": None,
             "training_steps": self.steps_taken,

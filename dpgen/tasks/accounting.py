@@ -195,12 +195,12 @@ def account_entropic_ldp(cfg: Config) -> Dict[str, Any]:
 def account_dpmerf(cfg: Config) -> Dict[str, Any]:
     """DP-MERF: one Gaussian release of the mean embedding (sensitivity 2 / n), whatever the training length."""
     from dpgen.methods.dpmerf import DPMERF
-    from dpgen.privacy.audit import gaussian_epsilon
+    from dpgen.privacy.wdp import gaussian_dp_epsilon
 
     ds, p = cfg.dataset, cfg.privacy
     m = DPMERF(cfg, num_classes=ds.num_classes or 0, data_dim=ds.dim, n_private=ds.n_train)
     eps = m.ledger.epsilon_of(m.noise_multiplier, 0)
-    exact = gaussian_epsilon(m.noise_multiplier, p.delta)
+    exact = gaussian_dp_epsilon(m.noise_multiplier, p.delta)
     lines = [
         f"DP-MERF on {ds.name}: the mean embedding in {m.n_features} random features released once (N = {ds.n_train})",
         f"  replace-one sensitivity 2 / N = {m.sensitivity:.6g}; noise multiplier {m.noise_multiplier:.6g} "
