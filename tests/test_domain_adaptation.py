@@ -342,11 +342,14 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
 
     monkeypatch.setitem(T.SCALES, "smoke", {"runs": 1, "digits_overrides": [], "overrides": [
         "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8"]})
-    rows = T.run_table("smoke", ["um"], ["dann", "dpswd"], data_root=str(da_root))
-    assert [r["status"] for r in rows] == ["ok", "ok"]
-    dann, dpswd = rows
+    rows = T.run_table("smoke", ["um"], ["dann", "dpswd", "dpswd_frame"], data_root=str(da_root))
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
+    dann, dpswd, frame = rows
     assert dann["epsilon"] == "inf" and dann["paper_mean"] == 86.2 and 0 <= dann["acc_mean"] <= 100
     assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["sigma"] > 0
+    # dpgen's own column: the default mechanism (frame bound), beside the paper's DP-SWD number
+    assert dpswd["bound"] == "bernstein" and frame["bound"] == "frame" and frame["paper_mean"] == 83.4
+    assert 0 < frame["epsilon_spent"] <= 10 and frame["sigma"] < dpswd["sigma"]
     assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "metrics.json").exists()
     # a table's run folder says what ran, like python run.py's (the one loop writes it)
     assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "config.yaml").exists()

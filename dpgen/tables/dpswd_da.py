@@ -9,8 +9,11 @@ assembled from runs made by several processes (``--reuse false`` runs everything
 
 Figure 3: DP-SWD target accuracy vs epsilon in [3, 10] on three problems (U-M, M-U, D-W).
 
+Methods: dann, swd, dpdann, dpswd (the paper's Bernstein bound, as Table 1 used), dpswd_frame (dpgen's
+default mechanism: the frame bound), dpswd_paper (Algorithm 2 as published).
+
     python -m dpgen.tables.dpswd_da --scale smoke|cpu|paper [--problems um,mu] [--methods dpswd,swd]
-    python -m dpgen.tables.dpswd_da --figure --scale smoke|cpu|paper
+    python -m dpgen.tables.dpswd_da --figure --scale smoke|cpu|paper [--figure-method dpswd_frame]
 
 Writes outputs/tables/dpswd_table1_domain_adaptation.{csv,md} (and a copy ..._<scale>.{csv,md}) and
 outputs/figures/dpswd_fig3_da_epsilon.png (+ outputs/tables/dpswd_fig3_da_epsilon.csv).
@@ -39,9 +42,12 @@ PROBLEMS = {
     "ad": ("da_office31_ad", "A-D"), "wa": ("da_office31_wa", "W-A"), "wd": ("da_office31_wd", "W-D"),
 }
 METHODS = {"dann": "DANN", "swd": "SWD", "dpdann": "DP-DANN", "dpswd": "DP-SWD",
-           "dpswd_paper": "DP-SWD (Alg. 2 as published)"}
+           "dpswd_frame": "DP-SWD (dpgen default: frame)", "dpswd_paper": "DP-SWD (Alg. 2 as published)"}
+#: rows compared with another method's paper column
+PAPER_COLUMN = {"dpswd_paper": "dpswd", "dpswd_frame": "dpswd"}
 #: variants: the method they run and their extra overrides
 VARIANTS = {"dpswd": ("dpswd", ["+variant=dpswd_bernstein"]),  # Table 1 used the Bernstein bound
+            "dpswd_frame": ("dpswd", []),  # dpgen's default mechanism: bound=frame, clipped rows
             "dpswd_paper": ("dpswd", ["+variant=dpswd_alg2_published"])}  # conf/variant/*.yaml
 DIGITS = ("mu", "um")
 SCALES = table_scales("dpswd_da")  # conf/scale/{smoke,cpu,paper}.yaml
@@ -106,7 +112,7 @@ def run_table(scale: str, problems: List[str], methods: List[str], runs: Optiona
         skipped = None
         for method in methods:
             row = {"problem": name, "method": METHODS[method]}
-            pm = paper.get(name, {}).get(METHODS["dpswd" if method == "dpswd_paper" else method])
+            pm = paper.get(name, {}).get(METHODS[PAPER_COLUMN.get(method, method)])
             if pm:
                 row["paper_mean"], row["paper_std"] = pm
             accs, walls, m = [], [], None
@@ -225,6 +231,8 @@ def main_figure(args) -> List[Dict]:
     runs = args.runs or 1
     rows = []
     problems = [p.strip() for p in args.problems.split(",") if p.strip()] if args.problems_set else list(FIG_PROBLEMS)
+    method = args.figure_method
+    name = FIGURE if method == "dpswd" else f"{FIGURE}_{method}"
     for prob in problems:
         for eps in eps_list:
             row = {"problem": PROBLEMS[prob][1], "epsilon": eps}
@@ -232,7 +240,7 @@ def main_figure(args) -> List[Dict]:
             try:
                 for seed in range(runs):
                     try:
-                        m = one_run(args.scale, prob, "dpswd", seed, extra=[f"privacy.epsilon={eps}"],
+                        m = one_run(args.scale, prob, method, seed, extra=[f"privacy.epsilon={eps}"],
                                     data_root=args.data_root, reuse=args.reuse,
                                     tag="" if eps == 10.0 else f"_eps{eps:g}")  # epsilon 10: the table's runs
                     except LookupError:
@@ -262,13 +270,16 @@ def main_figure(args) -> List[Dict]:
                         marker="o", capsize=3, label=PROBLEMS[prob][1])
     ax.set_xlabel("epsilon")
     ax.set_ylabel("target accuracy (%)")
-    ax.set_title(f"DP-SWD domain adaptation vs epsilon (SCALE={args.scale})")
+    ax.set_title(f"{METHODS[method]}: DA vs epsilon (SCALE={args.scale})", fontsize=9)
     ax.legend()
-    save_figure(fig, FIGURE)
-    write_table(FIGURE, rows, ["problem", "epsilon", "runs", "acc_mean", "acc_std", "sigma", "epsilon_spent", "status"],
-                title=f"DP-SWD Figure 3: target accuracy vs epsilon, SCALE={args.scale}",
-                notes=["DP-SWD with the per-row clip (default), Bernstein bound, delta of Table 1's caption; sigma "
-                       "calibrated for each epsilon; problems whose data are absent are skipped.", *NOTES[-1:]])
+    save_figure(fig, name)
+    bound = ("the frame bound (dpgen's default: sensitivity of the orthonormal frame, no Bernstein term)"
+             if method == "dpswd_frame" else "Bernstein bound (the paper's)")
+    write_table(name, rows, ["problem", "epsilon", "runs", "acc_mean", "acc_std", "sigma", "epsilon_spent", "status"],
+                title=f"DP-SWD Figure 3 ({METHODS[method]}): target accuracy vs epsilon, SCALE={args.scale}",
+                notes=[f"DP-SWD with the per-row clip (default), {bound}, delta of Table 1's caption; sigma "
+                       "calibrated for each epsilon; the epsilon-10 points are Table 1's runs (same seeds); "
+                       "problems whose data are absent are skipped.", *NOTES[-1:]])
     return rows
 
 
@@ -276,11 +287,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
     ap.add_argument("--problems", default=None, help=f"comma list of {', '.join(PROBLEMS)} (default: all)")
-    ap.add_argument("--methods", default="dann,swd,dpdann,dpswd", help=f"comma list of {', '.join(METHODS)}")
+    ap.add_argument("--methods", default="dann,swd,dpdann,dpswd,dpswd_frame", help=f"comma list of {', '.join(METHODS)}")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--reuse", type=lambda s: s.lower() not in ("0", "false", "no"), default=True)
     ap.add_argument("--figure", action="store_true", help="Figure 3 instead of Table 1")
+    ap.add_argument("--figure-method", choices=["dpswd", "dpswd_frame"], default="dpswd",
+                    help="Figure 3's DP-SWD: dpswd = the paper's Bernstein bound (writes " + FIGURE + "), "
+                         "dpswd_frame = dpgen's default frame bound (writes " + FIGURE + "_dpswd_frame)")
     ap.add_argument("--no-write", action="store_true", help="run only (another process assembles the table)")
     ap.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=None,
                     help="run these seeds only (e.g. 2 or 0,1): split one cell over processes")
