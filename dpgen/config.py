@@ -556,12 +556,15 @@ class ModelConfig:
     #: auto (from the data shape: merf_conv for 28x28, dcgan64 for 64x64, else mlp), mlp, merf_conv, dcgan64
     generator: str = "auto"
     code_dim: int = 10
+    #: generator=dct only: k, the k x k lowest-frequency DCT coefficients per channel it outputs
+    dct_size: int = 10
 
     def __post_init__(self) -> None:
         _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64",
                                                     "mlp256_uniform", "fc500", "dcgan28",
-                                                    "dcgan", "biggan32"))
+                                                    "dcgan", "biggan32", "dct"))
         check_positive_int(self.code_dim, "model.code_dim")
+        check_positive_int(self.dct_size, "model.dct_size")
 
 
 @dataclass

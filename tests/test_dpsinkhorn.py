@@ -369,6 +369,85 @@ def test_generators_shapes_and_range(name, shape, code, classes):
         make_generator("biggan32", (1, 28, 28), 10, 32)
 
 
+def test_dct_generator_decodes_an_orthonormal_low_frequency_basis_without_parameters():
+    from dpgen.models import make_generator
+    from dpgen.models.generators import dct_matrix
+
+    d = dct_matrix(28)
+    assert torch.allclose(d @ d.T, torch.eye(28, dtype=d.dtype), atol=1e-12)
+    # row 1 of the DCT-II: sqrt(2/n) cos(pi (2i + 1) / (2n))
+    assert float(d[1, 0]) == pytest.approx(math.sqrt(2 / 28) * math.cos(math.pi / 56), rel=1e-12)
+    torch.manual_seed(0)
+    gen = make_generator("dct", (1, 28, 28), 10, 12, dct_size=10)
+    assert gen.basis.shape == (100, 784) and not gen.basis.requires_grad
+    # orthogonal basis images, scaled by sqrt(784) / 10
+    assert torch.allclose(gen.basis @ gen.basis.T, torch.eye(100) * 7.84, atol=1e-4)
+    x, y = gen.sample(6)
+    code, _ = gen.sample_code(6)
+    assert tuple(x.shape) == (6, 1, 28, 28) and tuple(code.shape) == (6, 100) and 0 <= x.min() and x.max() <= 1
+    # decode is fixed: its output depends on no parameter once the code is given
+    out = gen.decode(code.detach().requires_grad_(True)).sum()
+    assert all(g is None for g in torch.autograd.grad(out, list(gen.parameters()), allow_unused=True))
+    # coefficient (0, 0) = a alone gives the flat image a / 10, clamped to [0, 1] with the identity's gradient
+    for a, value in ((3.0, 0.3), (-4.0, 0.0), (25.0, 1.0)):
+        flat = torch.zeros(1, 100)
+        flat[0, 0] = a
+        flat.requires_grad_(True)
+        img = gen.decode(flat)
+        assert torch.allclose(img, torch.full((1, 1, 28, 28), value), atol=1e-6)
+        (g,) = torch.autograd.grad(img.sum(), flat)
+        assert float(g[0, 0]) == pytest.approx(784 / 10, rel=1e-5)  # d(sum of pixels) / d a, never 0
+    with pytest.raises(ValueError, match="model.dct_size=29 is invalid"):
+        make_generator("dct", (1, 28, 28), 10, 12, dct_size=29)
+    # the other generators: the split is the identity (the hook stays on the image)
+    mlp = make_generator("mlp", (1, 8, 8), 10, 4)
+    c, _ = mlp.sample_code(3)
+    assert tuple(c.shape) == (3, 1, 8, 8) and mlp.decode(c) is c
+
+
+def test_dpsinkhorn_step_releases_the_clipped_noised_gradient_at_the_dct_coefficients():
+    """The hook sits on the coefficients: what reaches the generator's parameters is J^T (released),
+    the released gradient has k^2 numbers per sample, is clipped to C and noised with std 2 C sigma."""
+    from dpgen.models import make_generator
+
+    torch.manual_seed(0)
+    gen = make_generator("dct", (1, 16, 16), 10, 6, dct_size=6)
+    real, y_real = _batch(40, seed=3, shape=(1, 16, 16))
+    seen = {}
+
+    def run(sigma, seed):
+        method = DPSinkhorn(_cfg(noise_multiplier=sigma, clip=0.01), num_classes=10, data_dim=256,
+                            n_private=4000, batch_size=50, steps=10)
+        method.rng = torch.Generator().manual_seed(seed)
+        hook = method._hook
+
+        def spy(g):
+            out = hook(g)
+            seen["clean"], seen["released"] = g.detach().clone(), out.detach().clone()
+            return out
+
+        method._hook = spy
+        gen.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)  # the generated batch (codes and labels)
+        method.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=real, y=y_real))
+        return method
+
+    run(1.1, 7)
+    assert tuple(seen["released"].shape) == (50, 36)
+    # the parameters received J^T released, nothing else (recompute the same generated batch)
+    torch.manual_seed(7)
+    code, _ = gen.sample_code(50)
+    expect = torch.autograd.grad(code, list(gen.parameters()), grad_outputs=seen["released"])
+    for p, e in zip(gen.parameters(), expect):
+        assert torch.allclose(p.grad, e, atol=1e-5, rtol=1e-4)
+    clean = seen["clean"]
+    assert clean.norm() > 0.01  # the clip binds
+    noise = seen["released"] - clean * (0.01 / clean.norm())
+    assert abs(noise.std().item() - 2 * 0.01 * 1.1) < 5 * 0.022 / math.sqrt(2 * noise.numel())
+    run(1e-9, 8)  # negligible noise: the released gradient never exceeds C
+    assert seen["released"].norm().item() <= 0.01 + 1e-7
+
+
 # ---- the shared trainer: empty Poisson batches, the budget, resume -------------------------------------
 
 def _train_cfg(tmp_path, fake_data_root, overrides):
@@ -443,13 +522,15 @@ def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
 
     rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
                     extra_overrides=TINY[:-1] + ["model.generator=mlp"])
-    assert len(rows) == 2 * len(T.TABLE1_ROWS) == 12
-    papers = [r for r in rows if not r["method"].startswith("DP-MERF")]
+    assert len(rows) == 2 * len(T.TABLE1_ROWS) == 16
+    ours = ("DP-MERF", "DP-Sinkhorn (dpgen")
+    papers = [r for r in rows if not r["method"].startswith(ours)]
     _filled(papers, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
-    # the baseline rows: no paper value, everything measured filled
-    _filled([r for r in rows if r["method"].startswith("DP-MERF")],
+    # the baseline rows and dpgen's recipe: no paper value, everything measured filled
+    _filled([r for r in rows if r["method"].startswith(ours)],
             [c for c in T.TABLE1_COLUMNS if not c.endswith(("_std", "_paper"))])
     assert {r["eps"] for r in rows if r["method"].startswith("DP-MERF")} == {1, 10}
+    assert {r["eps"] for r in rows if r["method"].startswith("DP-Sinkhorn (dpgen")} == {1, 10}
     assert (outputs_tmp / "tables" / "dpsinkhorn_table1.csv").exists()
     assert (outputs_tmp / "figures" / "dpsinkhorn_table1.png").exists()
     dp = next(r for r in rows if r["method"] == "DP-Sinkhorn")

@@ -199,6 +199,23 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         fake.register_hook(self._hook)
         return (fake * 0.0).sum()
 
+    def step(self, models, batch) -> Dict[str, torch.Tensor]:
+        """The hook sits on the generator's ``sample_code`` output, its last trainable layer's: the
+        image itself for most generators; the k x k DCT coefficients for ``model.generator=dct``,
+        whose ``decode`` (inverse DCT + sigmoid) is fixed and parameter-free, so the released
+        gradient is grad_code S(decode(code), real) clipped to C + N(0, (2 C sigma)^2) per coordinate:
+        the same sensitivity 2C and accountant, in fewer coordinates."""
+        gen = models["generator"]
+        code, y_fake = gen.sample_code(batch.size, device=batch.device)
+        code.register_hook(self._hook)  # every trainable parameter is before this point
+        fake = gen.decode(code)
+        if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
+            loss = (fake * 0.0).sum()
+        else:
+            loss = Sinkhorn.loss(self, fake, y_fake, batch.real, batch.y)
+        loss.backward()
+        return {"loss": loss.detach()}
+
 
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     """DP-Sinkhorn (param grad): noise on the generator's parameter gradient (clip_mode per_sample | batch)."""

@@ -11,6 +11,16 @@
   for the first layer and stride 2 (padding 1) after it: 1 -> 4 -> 8 -> 16 -> 32 -> 64.
 * ``mlp`` — a small fully connected generator (code + one-hot -> hidden -> sigmoid) for any
   shape: the default for digits (8 x 8), features and synthetic data.
+* ``dct`` — a small MLP (code + one-hot -> 256 -> 256 -> K) whose K = ``model.dct_size``^2 outputs
+  per channel are the lowest-frequency 2-D DCT-II coefficients of the image, decoded by a fixed,
+  data-independent layer (inverse DCT, then a clamp to [0, 1] whose gradient is the identity).
+  Its output layer is the privacy barrier of DP-Sinkhorn (``sample_code`` / ``decode``): the
+  image gradient is released in K dimensions per sample instead of H x W (K = 100 of 784 for
+  MNIST: 2.8x less noise norm at the same sigma).
+
+Every generator splits into ``code`` (the trainable layers) and ``decode`` (fixed operations without
+parameters; the identity unless said otherwise): ``sample_code`` gives the tensor at that split,
+which mechanisms that privatise the generator's output gradient hook (dpgen/methods/dpsinkhorn.py).
 """
 
 from __future__ import annotations
@@ -43,13 +53,32 @@ class ConditionalGenerator(nn.Module):
             z = torch.cat([z, F.one_hot(y.long(), self.num_classes).to(z.dtype)], dim=1)
         return z
 
-    def sample(self, n: int, y=None, generator=None, device=None):
-        """n samples; labels drawn uniformly when y is None. Returns (x, y)."""
+    def draw(self, n: int, y=None, generator=None, device=None):
+        """(latent codes z, labels y): labels drawn uniformly when y is None; data-independent."""
         device = device or next(self.parameters()).device
         z = torch.randn(n, self.code_dim, generator=generator, device=device)
         if self.num_classes > 0 and y is None:
             y = torch.randint(0, self.num_classes, (n,), generator=generator, device=device)
+        return z, y
+
+    def sample(self, n: int, y=None, generator=None, device=None):
+        """n samples; labels drawn uniformly when y is None. Returns (x, y)."""
+        z, y = self.draw(n, y, generator, device)
         return self(z, y), y
+
+    # ---- the split at the last trainable layer (the privacy barrier of output-gradient mechanisms) ----
+    def code(self, z, y=None) -> torch.Tensor:
+        """The trainable layers' output (default: the whole generator)."""
+        return self(z, y)
+
+    def decode(self, code: torch.Tensor) -> torch.Tensor:
+        """Fixed, parameter-free, data-independent map from ``code`` to samples (default: identity)."""
+        return code
+
+    def sample_code(self, n: int, y=None, generator=None, device=None):
+        """(code, y) with ``decode(code)`` distributed as ``sample``'s x."""
+        z, y = self.draw(n, y, generator, device)
+        return self.code(z, y), y
 
 
 class MLPGenerator(ConditionalGenerator):
@@ -109,7 +138,60 @@ class DCGAN64Generator(ConditionalGenerator):
         return (self.net(x) + 1) / 2
 
 
-GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator}
+def dct_matrix(n: int, dtype=torch.float64) -> torch.Tensor:
+    """The orthonormal DCT-II matrix (n x n): row u is the u-th cosine, ``D @ D.T = I``."""
+    i = torch.arange(n, dtype=dtype)
+    d = torch.cos(math.pi * (2 * i[None, :] + 1) * i[:, None] / (2 * n)) * math.sqrt(2.0 / n)
+    d[0] /= math.sqrt(2.0)
+    return d
+
+
+class DCTGenerator(ConditionalGenerator):
+    """MLP -> the k x k lowest-frequency DCT coefficients per channel -> fixed inverse DCT -> [0, 1].
+
+    ``decode`` has no parameters (the basis is a buffer): every trainable weight sits before the
+    coefficients, so a mechanism that privatises the gradient of the coefficients (DP-Sinkhorn's
+    hook) releases C * k * k numbers per sample instead of C * H * W. The coefficients are scaled by
+    sqrt(H W) / k (unit-variance codes give unit-variance pixels) and the image is clamped to
+    [0, 1] with a straight-through gradient: the samples stay in the data's range, and a pixel
+    pushed outside it still passes the cost's gradient back (a sigmoid saturates under the noise
+    of a private run: its gradient vanishes while the noise keeps moving the weights).
+    """
+
+    def __init__(self, code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size: int = 10,
+                 hidden: Sequence[int] = (256, 256)):
+        super().__init__(code_dim, num_classes, out_shape)
+        if len(self.out_shape) != 3:
+            raise ValueError(f"model.generator=dct needs images (C, H, W), the dataset gives {self.out_shape}")
+        c, h, w = self.out_shape
+        k = int(dct_size)
+        if not 1 <= k <= min(h, w):
+            raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
+        self.k = k
+        dims = [self.code_dim + self.num_classes, *hidden]
+        layers = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [nn.Linear(a, b), nn.LeakyReLU(0.2)]
+        layers += [nn.Linear(dims[-1], c * k * k)]
+        self.net = nn.Sequential(*layers)
+        # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k; float32 buffer
+        basis = torch.einsum("ui,vj->uvij", dct_matrix(h)[:k], dct_matrix(w)[:k]).reshape(k * k, h * w)
+        self.register_buffer("basis", basis.float() * (math.sqrt(h * w) / k), persistent=False)
+
+    def code(self, z, y=None) -> torch.Tensor:
+        return self.net(self.inputs(z, y))
+
+    def decode(self, code: torch.Tensor) -> torch.Tensor:
+        c, h, w = self.out_shape
+        x = (code.reshape(code.shape[0], c, self.k * self.k) @ self.basis).reshape(code.shape[0], c, h, w)
+        return x + (x.clamp(0.0, 1.0) - x).detach()  # values in [0, 1], gradient of the identity
+
+    def forward(self, z, y=None):
+        return self.decode(self.code(z, y))
+
+
+GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
+              "dct": DCTGenerator}
 
 
 def default_generator(shape: Sequence[int]) -> str:
@@ -119,6 +201,12 @@ def default_generator(shape: Sequence[int]) -> str:
     if len(shape) == 3 and shape[1:] == (64, 64):
         return "dcgan64"
     return "mlp"
+
+
+def generator_from_config(model_cfg, out_shape, num_classes: int) -> ConditionalGenerator:
+    """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct``)."""
+    kw = {"dct_size": int(model_cfg.dct_size)} if model_cfg.generator == "dct" else {}
+    return make_generator(model_cfg.generator, out_shape, num_classes, model_cfg.code_dim, **kw)
 
 
 def make_generator(name: str, out_shape, num_classes: int, code_dim: int, **kwargs) -> ConditionalGenerator:
@@ -142,12 +230,12 @@ class UniformLatentGenerator(ConditionalGenerator):
     def __init__(self, code_dim, num_classes, out_shape):
         super().__init__(code_dim, 0, out_shape)
 
-    def sample(self, n: int, y=None, generator=None, device=None):
+    def draw(self, n: int, y=None, generator=None, device=None):
         device = device or next(self.parameters()).device
         z = torch.rand(n, self.code_dim, generator=generator, device=device) * 2 - 1
         if y is None:
             y = torch.zeros(n, dtype=torch.long, device=device)
-        return self(z), y
+        return z, y
 
 
 class UniformMLPGenerator(UniformLatentGenerator):

@@ -38,6 +38,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -407,6 +408,71 @@ def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress:
                    float(m.mechanism.sensitivity), s_in, s_out)
 
 
+class _TrainableDecode(torch.nn.Module):
+    """A DCT generator whose decode adds a trainable pixel offset AFTER the barrier (not covered: the
+    offset's gradient is the clean image gradient of the real batch)."""
+
+    def __init__(self, gen):
+        super().__init__()
+        self.gen = gen
+        self.offset = torch.nn.Parameter(torch.zeros(gen.out_shape))
+
+    def sample_code(self, n, device=None):
+        return self.gen.sample_code(n, device=device)
+
+    def decode(self, code):
+        return self.gen.decode(code) + self.offset
+
+
+def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, trainable_decode: bool = False,
+                         progress: bool = True) -> Samples:
+    """DP-Sinkhorn's full step (:meth:`DPSinkhorn.step`) with ``model.generator=dct``: the hook on the DCT
+    coefficients, the fixed decode, the backward into the generator's parameters.
+
+    The generator's last layer is zeroed, so every generated image is 0 whatever the latent draw and
+    the last bias receives exactly the released coefficient gradient. D' = {r} (all pixels 1),
+    D = {r, canary} (all pixels -3): against an image at 0 the clean gradient points along -DC on D'
+    and +DC on D (the constant basis image), with norm > C both times. Score: the gradient of the
+    DC coefficient's bias. ``trainable_decode``: a pixel offset with a parameter after the barrier,
+    score its gradient (pixel 0): a variant the analysis does not cover, which must be caught.
+    """
+    from dpgen.methods.dpsinkhorn import DPSinkhorn
+    from dpgen.models.generators import DCTGenerator
+
+    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
+    m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
+                   batch_size=2)
+    m.rng = _gen(seed)
+    torch.manual_seed(seed)
+    gen = DCTGenerator(code_dim=2, num_classes=2, out_shape=SINKHORN_SHAPE, dct_size=2, hidden=(8,))
+    with torch.no_grad():
+        gen.net[-1].weight.zero_()
+        gen.net[-1].bias.zero_()
+    model = _TrainableDecode(gen) if trainable_decode else gen
+    r, c = torch.ones(1, *SINKHORN_SHAPE), torch.full((1, *SINKHORN_SHAPE), -3.0)
+    bias = gen.net[-1].bias
+
+    def side(real, desc):
+        out = np.empty(trials)
+        batch = SimpleNamespace(size=1, device=torch.device("cpu"), real=real,
+                                y=torch.zeros(len(real), dtype=torch.long))
+        for i in _trials(trials, desc, progress):
+            model.zero_grad(set_to_none=True)
+            m.step({"generator": model}, batch)
+            out[i] = float(model.offset.grad.reshape(-1)[0]) if trainable_decode else float(bias.grad[0])
+        return out
+
+    s_in, s_out = side(torch.cat([r, c]), "dpsinkhorn dct D"), side(r, "dpsinkhorn dct D'")
+    variant = ("trainable pixel offset after the barrier (not covered)" if trainable_decode else
+               _variant(f"C={m.mechanism.clip}, hook on the DCT coefficients", noise_scale))
+    return Samples("DP-Sinkhorn step, model.generator=dct (dpgen/methods/dpsinkhorn.py DPSinkhorn.step)", variant,
+                   ADD_REMOVE_POISSON, noise_scale == 1.0 and not trainable_decode,
+                   gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
+                   0.0 if trainable_decode else float(m.mechanism.sensitivity), s_in, s_out,
+                   ["sensitivity_design 0: nothing after the barrier may see the clean gradient"]
+                   if trainable_decode else [])
+
+
 class LeakyLossLogger:
     """What dpgen's trainer used to do: publish the loss of every step. For DP-Sinkhorn that loss is
     the clean Sinkhorn divergence of the real batch (``publishes_loss = False`` now forbids it)."""
@@ -693,6 +759,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpswd/dp_mean", audit_dp_mean, {}, trials_factor=2.0, fast=True),
     AuditSpec("dpmerf/release", audit_dpmerf, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn/hook", audit_dpsinkhorn, {}, trials_factor=1.0, fast=True),
+    AuditSpec("dpsinkhorn/dct", audit_dpsinkhorn_dct, {}, trials_factor=0.5),
     AuditSpec("dpsinkhorn_param/per_sample", audit_dpsinkhorn_param, {}, trials_factor=0.5),
     AuditSpec("dpsgd", audit_dpsgd, {}, trials_factor=0.5, fast=True),
     AuditSpec("dpdann", audit_dpdann, {}, trials_factor=0.5),
@@ -705,6 +772,8 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("da_dpswd/batch_max", audit_da_dpswd, {"row_bound": "batch_max"}, trials_factor=0.5),
     AuditSpec("da_dpswd/through", audit_da_dpswd, {"target_grad": "through"}, trials_factor=0.5),
     AuditSpec("dpsinkhorn/leaky_logger", audit_leaky_logger, {}, trials_factor=0.2, fast=True),
+    AuditSpec("dpsinkhorn/dct_trainable_decode", audit_dpsinkhorn_dct, {"trainable_decode": True},
+              trials_factor=0.2),
     AuditSpec("local/laplace_radius", audit_local, {"kind": "laplace", "sensitivity": "radius"}, trials_factor=10.0,
               min_trials=100_000),
     AuditSpec("local/gaussian_radius", audit_local, {"kind": "gaussian", "sensitivity": "radius"},

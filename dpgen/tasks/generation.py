@@ -51,7 +51,7 @@ class GenerationTask(Task):
 
     def build(self, cfg, steps: int, device):
         from dpgen.methods import make_method
-        from dpgen.models import make_generator
+        from dpgen.models import generator_from_config
 
         method = make_method(cfg, num_classes=self.num_classes, data_dim=int(np.prod(self.shape)),
                              n_private=self.n_private, steps=steps, batch_size=cfg.trainer.batch_size,
@@ -59,7 +59,7 @@ class GenerationTask(Task):
         if not self.in_memory and method.needs_whole_set:
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
-        gen = make_generator(cfg.model.generator, self.shape, self.num_classes, cfg.model.code_dim).to(device)
+        gen = generator_from_config(cfg.model, self.shape, self.num_classes).to(device)
         return method, {"generator": gen}
 
     def prepare(self, method, output_dir: Path) -> bool:
