@@ -75,6 +75,9 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
     paper = {r["method"]: r for r in rows}
     assert paper["DP-SWD-b"]["mlp_paper"] == 76 and paper["SWD"]["logreg_paper"] == 82
     assert paper["DP-SWD-f (dpgen)"]["mlp_paper"] is None  # dpgen's row: no paper number
+    # every row has its own run folder (the epsilon-1 rows used to share their epsilon-10 row's)
+    folders = {dpswd_generation.run_folder("mnist", v, 0) for v in dpswd_generation.VARIANTS}
+    assert len(folders) == len(dpswd_generation.VARIANTS)
     # absent data: the row says why instead of failing the table
     missing = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(tmp_path / "empty"), variants=["SWD"])
     assert missing[0]["status"].startswith("skipped:") and "MNIST" in missing[0]["status"]

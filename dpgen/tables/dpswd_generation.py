@@ -14,6 +14,7 @@ Writes outputs/tables/dpswd_table2_generation.csv (+ .md); runs under outputs/ru
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 from typing import Dict, List
@@ -33,6 +34,7 @@ VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "DP-SWD-ch (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_chernoff"]),  # conf/variant/*.yaml
     # dpgen's default variant: frame directions, tensor label rows, DP mean centering, noisy copies, EMA
     "DP-SWD-f (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_dpgen"]),
+    "DP-SWD-f (dpgen), eps 1": ("dpswd_{ds}_b", ["+variant=dpswd_dpgen", "privacy.epsilon=1"]),
     # the reference baseline users compare with (not in the paper): one release, then post-processing
     "DP-MERF (baseline)": ("dpmerf_{ds}", []),
     "DP-MERF (baseline), eps 1": ("dpmerf_{ds}", ["privacy.epsilon=1"]),
@@ -50,6 +52,12 @@ def _paper(method: str, ds: str) -> Dict[str, float]:
         return {"mlp": None, "logreg": None}
     p = PAPER_PREFIX[ds]
     return {"mlp": float(r[f"{p}_MLP"]), "logreg": float(r[f"{p}_LogReg"])}
+
+
+def run_folder(ds: str, method: str, seed: int):
+    """outputs/runs/table2/<dataset>/<row slug>/seed<k>: one folder per row (two rows never share one)."""
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", method).strip("_")
+    return outputs_dir() / "runs" / "table2" / ds / slug / f"seed{seed}"
 
 
 def applicable(preset: str, overrides: List[str]) -> List[str]:
@@ -80,7 +88,7 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
                         ov.append(f"dataset.data_root={data_root}")
                     cfg = compose_preset(preset, ov)
                     row["epsilon"] = cfg.privacy.epsilon if cfg.method.private else "inf"
-                    out = outputs_dir() / "runs" / "table2" / ds / method.split()[0] / f"seed{seed}"
+                    out = run_folder(ds, method, seed)
                     m = train_generative(cfg, out)
                     for k in accs:
                         accs[k].append(m["downstream"][k]["test_acc"])
