@@ -49,7 +49,7 @@ help:
 	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (mnist10k; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_convergence.csv"
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--problems um --collect-only\")"
-	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=)"
+	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--figure-method dpswd_frame\" for dpgen's frame bound)"
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
