@@ -361,6 +361,22 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
     assert not (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed1" / "metrics.json").exists()
 
 
+def test_da_figure_for_the_frame_bound_writes_its_own_files(da_root, outputs_tmp, monkeypatch):
+    from dpgen.tables import dpswd_da as T
+
+    monkeypatch.setitem(T.SCALES, "smoke", {"runs": 1, "digits_overrides": [], "overrides": [
+        "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8"]})
+    rows = T.main(["--figure", "--figure-method", "dpswd_frame", "--scale", "smoke", "--problems", "um",
+                   "--epsilons", "3,10", "--data-root", str(da_root)])
+    assert [r["status"] for r in rows] == ["ok", "ok"] and rows[0]["sigma"] > rows[1]["sigma"]
+    runs = outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um"
+    assert (runs / "dpswd_frame_eps3" / "seed0" / "metrics.json").exists()
+    assert (runs / "dpswd_frame" / "seed0" / "metrics.json").exists()  # epsilon 10: Table 1's run
+    assert not (runs / "dpswd").exists()  # the Bernstein figure's runs are not touched
+    assert (outputs_tmp / "tables" / "dpswd_fig3_da_epsilon_dpswd_frame.csv").exists()
+    assert (outputs_tmp / "figures" / "dpswd_fig3_da_epsilon_dpswd_frame.png").exists()
+
+
 @pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
 def test_da_loop_takes_every_logger_and_ema(da_root, tmp_path, logger, monkeypatch):
     pytest.importorskip(logger)
