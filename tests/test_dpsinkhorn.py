@@ -432,8 +432,9 @@ def test_dpsinkhorn_step_releases_the_clipped_noised_gradient_at_the_dct_coeffic
         method.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=real, y=y_real))
         return method
 
-    run(1.1, 7)
+    method = run(1.1, 7)
     assert tuple(seen["released"].shape) == (50, 36)
+    assert "36 numbers per generated sample" in method.privacy_report()["release_point"]
     # the parameters received J^T released, nothing else (recompute the same generated batch)
     torch.manual_seed(7)
     code, _ = gen.sample_code(50)

@@ -183,9 +183,20 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                              "sampling; set method.sampling=poisson")
         self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps)
 
+    #: per-sample shape of the tensor the hook sits on (set by ``step``; the report names it)
+    release_shape: Optional[tuple] = None
+
     def _hook(self, grad: torch.Tensor) -> torch.Tensor:
         self.last_grad_norm = grad.detach().flatten().norm()  # kept in memory; a tensor: no host sync
         return self.mechanism.privatize(grad, generator=self.rng)
+
+    def privacy_report(self) -> Dict[str, Any]:
+        rep = super().privacy_report()
+        if self.release_shape is not None:
+            rep["release_point"] = (f"the generator's sample_code output, {math.prod(self.release_shape)} numbers "
+                                    f"per generated sample (shape {list(self.release_shape)}); only fixed, "
+                                    "parameter-free operations follow it")
+        return rep
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
         if not fake.requires_grad:
@@ -207,6 +218,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         the same sensitivity 2C and accountant, in fewer coordinates."""
         gen = models["generator"]
         code, y_fake = gen.sample_code(batch.size, device=batch.device)
+        self.release_shape = tuple(code.shape[1:])  # shapes are data-independent (no host read)
         code.register_hook(self._hook)  # every trainable parameter is before this point
         fake = gen.decode(code)
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
