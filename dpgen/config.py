@@ -553,7 +553,9 @@ class DomainAdaptationTaskConfig(TaskConfig):
 
 @dataclass
 class ModelConfig:
-    #: auto (from the data shape: merf_conv for 28x28, dcgan64 for 64x64, else mlp), mlp, merf_conv, dcgan64
+    #: auto (from the data shape: merf_conv for 28x28, dcgan64 for 64x64, else mlp), mlp, merf_conv, dcgan64,
+    #: mlp256_uniform, fc500, dcgan28, dcgan, biggan32, dct (an MLP emitting low-frequency DCT coefficients,
+    #: fixed inverse DCT after them: DP-Sinkhorn's hook then sits on the coefficients)
     generator: str = "auto"
     code_dim: int = 10
     #: generator=dct only: k, the k x k lowest-frequency DCT coefficients per channel it outputs
