@@ -314,6 +314,25 @@ def test_empty_poisson_batch_still_releases_noise():
     m.empty_batch_loss(fake).backward()
     std = float(fake.grad.std())
     assert std == pytest.approx(m.mechanism.noise_std, rel=0.1)
+    # through the training step, with the hook on a DCT generator's coefficients
+    from types import SimpleNamespace
+
+    from dpgen.models import make_generator
+
+    gen = make_generator("dct", (1, 8, 8), 10, 4, dct_size=8)
+    draw = gen.sample_code
+    seen = {}
+
+    def keep(*a, **k):
+        code, y = draw(*a, **k)
+        code.retain_grad()  # stored after the privacy hook: what reaches the generator
+        seen["code"] = code
+        return code, y
+
+    gen.sample_code = keep
+    m.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=None, y=None))
+    assert seen["code"].shape == (50, 64)
+    assert float(seen["code"].grad.std()) == pytest.approx(m.mechanism.noise_std, rel=0.1)
 
 
 def test_each_sampler_matches_its_accountant():

@@ -198,33 +198,35 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                                     "parameter-free operations follow it")
         return rep
 
-    def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
-        if not fake.requires_grad:
+    def loss(self, fake, y_fake, real, y_real, barrier: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The divergence, with the privacy hook on ``barrier`` (default: ``fake`` itself, the
+        generator output; section 4.1). ``fake`` must be a fixed, parameter-free function of it."""
+        barrier = fake if barrier is None else barrier
+        if not barrier.requires_grad:
             raise ValueError("DP-Sinkhorn needs the generator output (requires_grad) to privatise its gradient")
-        fake.register_hook(self._hook)  # the privacy barrier behind the generator (section 4.1)
+        barrier.register_hook(self._hook)
         return super().loss(fake, y_fake, real, y_real)
 
-    def empty_batch_loss(self, fake) -> torch.Tensor:
+    def empty_batch_loss(self, fake, barrier: Optional[torch.Tensor] = None) -> torch.Tensor:
         """An empty Poisson batch: the clean image gradient is 0 and the mechanism still releases its
         noise N(0, (2 C sigma)^2) into the generator, as the Poisson analysis assumes."""
-        fake.register_hook(self._hook)
+        (fake if barrier is None else barrier).register_hook(self._hook)
         return (fake * 0.0).sum()
 
     def step(self, models, batch) -> Dict[str, torch.Tensor]:
         """The hook sits on the generator's ``sample_code`` output, its last trainable layer's: the
         image itself for most generators; the k x k DCT coefficients for ``model.generator=dct``,
-        whose ``decode`` (inverse DCT + sigmoid) is fixed and parameter-free, so the released
+        whose ``decode`` (inverse DCT + clamp) is fixed and parameter-free, so the released
         gradient is grad_code S(decode(code), real) clipped to C + N(0, (2 C sigma)^2) per coordinate:
         the same sensitivity 2C and accountant, in fewer coordinates."""
         gen = models["generator"]
         code, y_fake = gen.sample_code(batch.size, device=batch.device)
         self.release_shape = tuple(code.shape[1:])  # shapes are data-independent (no host read)
-        code.register_hook(self._hook)  # every trainable parameter is before this point
-        fake = gen.decode(code)
+        fake = gen.decode(code)  # every trainable parameter is before ``code``
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
-            loss = (fake * 0.0).sum()
+            loss = self.empty_batch_loss(fake, barrier=code)
         else:
-            loss = Sinkhorn.loss(self, fake, y_fake, batch.real, batch.y)
+            loss = self.loss(fake, y_fake, batch.real, batch.y, barrier=code)
         loss.backward()
         return {"loss": loss.detach()}
 
