@@ -371,7 +371,7 @@ def test_generators_shapes_and_range(name, shape, code, classes):
 
 def test_dct_generator_decodes_an_orthonormal_low_frequency_basis_without_parameters():
     from dpgen.models import make_generator
-    from dpgen.models.generators import dct_matrix
+    from dpgen.utils.dct import dct_matrix
 
     d = dct_matrix(28)
     assert torch.allclose(d @ d.T, torch.eye(28, dtype=d.dtype), atol=1e-12)

@@ -32,6 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from dpgen.utils.dct import dct_matrix
+
 
 def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
@@ -136,14 +138,6 @@ class DCGAN64Generator(ConditionalGenerator):
     def forward(self, z, y=None):
         x = self.inputs(z, y)[:, :, None, None]
         return (self.net(x) + 1) / 2
-
-
-def dct_matrix(n: int, dtype=torch.float64) -> torch.Tensor:
-    """The orthonormal DCT-II matrix (n x n): row u is the u-th cosine, ``D @ D.T = I``."""
-    i = torch.arange(n, dtype=dtype)
-    d = torch.cos(math.pi * (2 * i[None, :] + 1) * i[:, None] / (2 * n)) * math.sqrt(2.0 / n)
-    d[0] /= math.sqrt(2.0)
-    return d
 
 
 class DCTGenerator(ConditionalGenerator):

@@ -1,4 +1,4 @@
-"""The orthonormal DCT-II matrix, shared by DP-SWD's low-pass comparison and entropic-LDP's DCT features."""
+"""The orthonormal DCT-II matrix, shared by DP-SWD's low-pass comparison, entropic-LDP's DCT features and the dct generator."""
 
 from __future__ import annotations
 
