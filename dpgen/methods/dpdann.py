@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
 from dpgen.privacy.ledger import Ledger
+from dpgen.privacy import clipping
 from dpgen.privacy.clipping import clip_per_sample
 
 
@@ -110,9 +111,12 @@ class OpacusGhostClip(_OpacusCopy):
     per-sample gradients of the linear layers: opacus' fast gradient clipping (ghost norms for Linear,
     per-sample conv gradients through its conv grad sampler). Pass 1 back-propagates sum_i l_i with opacus'
     hooks on and reads the per-sample norms; pass 2 back-propagates sum_i c_i l_i (c_i the clip factors,
-    constants) with the hooks off, whose gradient is exactly the clipped sum. About twice as fast as
-    :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks (``scripts/bench_da.py``);
-    a test checks both give the same sum and norms."""
+    constants) with the hooks off, whose gradient is exactly the clipped sum. A record whose loss or
+    gradient norm is not finite gets c_i = 0 and, in pass 2, a zero input: a fresh forward pass, because
+    back-propagating 0 through the non-finite activations it left in pass 1's graph would give NaN for
+    every record (0 x inf), so its contribution is exactly 0 and the sensitivity C holds for every input.
+    About twice as fast as :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks
+    (``scripts/bench_da.py``); a test checks both give the same sum and norms."""
 
     def __init__(self, g, disc, clip: float):
         from opacus.grad_sample import GradSampleModuleFastGradientClipping
@@ -130,12 +134,15 @@ class OpacusGhostClip(_OpacusCopy):
             warnings.simplefilter("ignore")
             self.gsm.enable_hooks()
             losses = self._losses(xt)
-            losses.sum().backward(retain_graph=True)
+            losses.sum().backward()
             norms = self.gsm.get_norm_sample().detach()
-            coef = (self.clip / norms.clamp_min(1e-12)).clamp(max=1.0)
+            coef = clipping.clip_factors(torch.where(torch.isfinite(losses.detach()), norms, norms.new_full((), float("inf"))),
+                                self.clip)  # 0 for a record whose loss or norm is not finite
             self._clear()
             self.gsm.disable_hooks()
-            (coef * losses).sum().backward()
+            keep = (coef > 0).view(-1, *([1] * (xt.dim() - 1)))
+            safe = torch.where(keep, xt, torch.zeros((), dtype=xt.dtype, device=xt.device))
+            (coef * self._losses(safe)).sum().backward()
         sums = [v.grad.detach().clone() for v in params]
         self._clear()
         return self.names, sums, norms

@@ -42,9 +42,13 @@ def default_length_scale(dim: int) -> float:
 
 
 def random_features(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """phi(x) = sqrt(2 / D) [cos(x W^T), sin(x W^T)] for rows x (n, d) and frequencies W (D/2, d): unit norm."""
+    """phi(x) = sqrt(2 / D) [cos(x W^T), sin(x W^T)] for rows x (n, d) and frequencies W (D/2, d): unit norm.
+    A row with a non-finite value (or a projection that overflows) gets phi = 0, norm 0 <= 1: the
+    release's sensitivity 2 / n holds for every input."""
     proj = x.flatten(1) @ freqs.T
-    return torch.cat([torch.cos(proj), torch.sin(proj)], dim=1) * math.sqrt(1.0 / freqs.shape[0])
+    phi = torch.cat([torch.cos(proj), torch.sin(proj)], dim=1) * math.sqrt(1.0 / freqs.shape[0])
+    return torch.where(torch.isfinite(phi).all(dim=1, keepdim=True), phi, torch.zeros((), dtype=phi.dtype,
+                                                                                        device=phi.device))
 
 
 def mean_embedding(x: torch.Tensor, y: Optional[torch.Tensor], freqs: torch.Tensor, num_classes: int,

@@ -277,7 +277,13 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
         self._check(fake, real)
         rf = self.rows(fake, y_fake)
         rr = self.rows(real, y_real).detach()
-        terms = record_terms(rf, rr, self.epsilon_reg)  # (n,)
+        # a record with a non-finite value, or whose term is not finite (a huge value), contributes 0, and is
+        # replaced by 0 first: back-propagating 0 through its inf / NaN costs would turn every record's
+        # gradient into NaN (the costs of all records share one cdist), so the per-record bound C holds
+        with torch.no_grad():
+            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
+        rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+        terms = record_terms(rf, rr, self.epsilon_reg) * ok.to(rf.dtype)  # (n,)
         n = terms.shape[0]
         # d g_i / d fake for every record i at once (rows: the image part; the label part is constant)
         cot = torch.autograd.grad(terms, fake, grad_outputs=torch.eye(n, dtype=terms.dtype, device=terms.device),

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod, WORGaussianLedger
+from dpgen.privacy.clipping import clip_rows
 
 
 def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
@@ -71,8 +72,8 @@ def bound_rows(rows: torch.Tensor, how: str, max_norm: float = 1.0) -> torch.Ten
         return rows
     if how == "scale":  # a constant that bounds [0, 1] data; the clip below makes it hold for any data
         rows = rows / (2.0 * max_norm)
-    norms = rows.norm(dim=1, keepdim=True)
-    return rows * torch.clamp(0.5 / norms.clamp_min(1e-12), max=1.0)
+    # a row whose norm is not finite (inf / NaN pixels) becomes 0: the bound holds for every input
+    return clip_rows(rows, 0.5)
 
 
 def _fwht(x: torch.Tensor) -> torch.Tensor:
@@ -258,8 +259,7 @@ class DPSWD(WORGaussianLedger, SWD):
         full-batch step in the ledger."""
         flat = x.flatten(1).double()
         r = math.sqrt(flat.shape[1])
-        norms = flat.norm(dim=1, keepdim=True)
-        clipped = flat * torch.clamp(r / norms.clamp_min(1e-12), max=1.0)
+        clipped = clip_rows(flat, r)  # a record with a non-finite value contributes 0
         std = self.center_noise_multiplier * 2 * r / flat.shape[0]
         noise = torch.randn(flat.shape[1], generator=self.rng, device=self.rng.device if self.rng is not None
                             else None, dtype=torch.float64).to(flat.device)

@@ -47,13 +47,15 @@ class ImageGradientMechanism:
         return 2.0 * self.clip * self.noise_multiplier
 
     def privatize(self, grad, generator=None):
-        """Clip a gradient tensor (torch) to l2 norm C as a whole and add the Gaussian noise."""
+        """Clip a gradient tensor (torch) to l2 norm C as a whole and add the Gaussian noise. A gradient
+        whose norm is not finite (a record with inf / NaN values in the batch) is replaced by 0 before
+        the noise: the sensitivity 2C holds for every input, and the release stays finite."""
         import torch
 
-        norm = grad.detach().flatten().norm(2)
-        factor = torch.clamp(self.clip / (norm + 1e-12), max=1.0)
+        from dpgen.privacy.clipping import clip_whole
+
         noise = torch.randn(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
-        return grad * factor + self.noise_std * noise
+        return clip_whole(grad, self.clip) + self.noise_std * noise
 
     def accountant(self) -> RDPAccountant:
         return RDPAccountant(sampling="poisson")

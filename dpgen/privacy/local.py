@@ -35,12 +35,25 @@ SENSITIVITY_CHOICES = ("diameter", "radius")
 
 
 def project_l2_ball(x: np.ndarray, radius: float) -> np.ndarray:
-    """Project each row of ``x`` on the l2 ball of ``radius`` (rows inside are unchanged)."""
+    """Project each row of ``x`` on the l2 ball of ``radius`` (rows inside are unchanged). A row with a
+    non-finite value maps to the ball's centre 0 (inside the ball: the mechanism's sensitivity holds for
+    every input, and the release stays finite)."""
     radius = check_positive(radius, "radius", "the ball radius is the data's bound")
-    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+    x = _finite_rows(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+    scale = np.where(np.isfinite(norms), np.minimum(1.0, radius / np.maximum(norms, 1e-300)), 0.0)
     return x * scale
+
+
+def _finite_rows(x) -> np.ndarray:
+    """``x`` as float64 rows, each row holding a non-finite value replaced by zeros."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    bad = ~np.isfinite(x).all(axis=1)
+    if bad.any():
+        x = x.copy()
+        x[bad] = 0.0
+    return x
 
 
 def project_l1_ball(x: np.ndarray, radius: float) -> np.ndarray:
@@ -50,10 +63,11 @@ def project_l1_ball(x: np.ndarray, radius: float) -> np.ndarray:
     found by sorting the absolute values.
     """
     radius = check_positive(radius, "radius", "the ball radius is the data's bound")
-    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    x = _finite_rows(x)  # a row with a non-finite value maps to 0 (see project_l2_ball)
     out = x.copy()
-    a = np.abs(x)
-    outside = a.sum(axis=1) > radius
+    with np.errstate(over="ignore"):
+        a = np.abs(x)
+        outside = a.sum(axis=1) > radius
     if not outside.any():
         return out
     v = a[outside]
@@ -156,10 +170,10 @@ def laplace_mechanism(
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     if project:
         x = project_l1_ball(x, radius)
-    elif np.abs(x).sum(axis=1).max() > radius * (1 + 1e-9):
+    elif not np.all(np.abs(x).sum(axis=1) <= radius * (1 + 1e-9)):  # NaN fails too
         raise PrivacyParameterError(
-            f"radius={radius} is too small: a record has l1 norm {np.abs(x).sum(axis=1).max():.4g}; "
-            "set project=True or a larger radius."
+            f"radius={radius} is too small: a record lies outside the l1 ball of that radius (its norm is not "
+            "printed: it is computed from a private record); set project=True or a larger radius."
         )
     return x + rng.laplace(0.0, b, size=x.shape), b
 
@@ -183,9 +197,9 @@ def gaussian_mechanism(
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     if project:
         x = project_l2_ball(x, radius)
-    elif np.linalg.norm(x, axis=1).max() > radius * (1 + 1e-9):
+    elif not np.all(np.linalg.norm(x, axis=1) <= radius * (1 + 1e-9)):  # NaN fails too
         raise PrivacyParameterError(
-            f"radius={radius} is too small: a record has l2 norm {np.linalg.norm(x, axis=1).max():.4g}; "
-            "set project=True or a larger radius."
+            f"radius={radius} is too small: a record lies outside the l2 ball of that radius (its norm is not "
+            "printed: it is computed from a private record); set project=True or a larger radius."
         )
     return x + rng.normal(0.0, s, size=x.shape), s
