@@ -453,6 +453,9 @@ class PrivacyConfig:
     #: draw the mechanism's randomness (batch sampling, directions, noise) from OS entropy, never from
     #: the public seed (false: reproducible from `seed`, private only while the seed stays secret)
     secret_randomness: bool = True
+    #: how this run's settings were chosen, when that looked at the private data or its test split (a
+    #: conf/tuned/ preset says so): the privacy report lists it under not_covered. null: not tuned on them
+    selected_on_private: Optional[str] = None
 
     def __post_init__(self) -> None:
         try:

@@ -21,10 +21,14 @@ class LedgerState:
     accounts_steps = True
 
     def ledger_state(self) -> Dict[str, Any]:
+        if self.ledger is not None:  # the accountant and the releases made before training
+            return self.ledger.state_dict()
         return {"accountant": self.accountant.state_dict() if self.accountant is not None else None}
 
     def load_ledger_state(self, state: Dict[str, Any]) -> None:
-        if self.accountant is not None and state.get("accountant") is not None:
+        if self.ledger is not None and state.get("accountant") is not None:
+            self.ledger.load_state_dict(state)
+        elif self.accountant is not None and state.get("accountant") is not None:
             self.accountant.load_state_dict(state["accountant"])
 
     def ledger_steps(self) -> int:

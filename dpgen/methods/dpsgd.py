@@ -348,13 +348,14 @@ class DPSGD(Method):
         if not self.private:
             return {"private": False, "epsilon_spent": 0.0}
         from dpgen.privacy.accountants import epsilon_for
+        from dpgen.privacy.ledger import RELATIONS
 
         eps = self.epsilons()
         delta = self.deltas["moments"]
         rep: Dict[str, Any] = {
             "private": True, "noise_multiplier": self.noise_multiplier, "clip": self.clip, "noise_std": self.noise_std,
             "sample_rate": self.sample_rate, "sampling": "poisson", "steps_accounted": self.steps,
-            "neighbouring_relation": "add/remove one record (Poisson sampling at rate q)",
+            "neighbouring_relation": RELATIONS["poisson"],
             "not_covered": ("the BDP and WDP epsilons (eps_bdp, eps_wdp) are computed from private gradient pairs "
                             "and are not themselves released privately (as in the BDP/WDP papers); the DP "
                             "(moments) epsilon is data-independent; the test accuracy reads the public test split"),

@@ -10,6 +10,11 @@ without replacement). :class:`Ledger` holds that composition against an (epsilon
 * ``max_steps(requested)``: the most steps the budget allows with that z (None when ``requested``
   steps already fit: no search);
 * ``release_prefix()`` / ``step()``: record what ran; ``epsilon()``: what was spent (autodp RDP);
+  the releases before training are counted as releases (``prefix_releases``), never by their sample
+  rate, so ``private_steps()`` is the number of per-step mechanism runs for every q, full batch
+  (q = 1) included;
+* ``steps_left(wanted)``: how many more steps the budget allows after what the ledger already
+  holds (its whole history: a resumed run, a run that carried an earlier attempt's ledger);
 * ``cross_check()``: the same history under an independent accountant (opacus' RDP for Poisson,
   dpgen's own Theorem 9 accountant for sampling without replacement);
 * ``report()``: the fields every private method's report states; ``state_dict()`` for checkpoints.
@@ -29,7 +34,8 @@ from dpgen.privacy.accountants import (OpacusRDPAccountant, RDPAccountant, WangW
 from dpgen.privacy.calibration import SURROGATES, calibrate_noise_multiplier, steps_to_epsilon
 from dpgen.privacy.local import geometric_bisect
 
-RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q)",
+RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q = B / n; the dataset size n is treated as "
+                        "public: declared as dataset.n_train, a run whose set has another size is refused)",
              "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
 
 
@@ -78,6 +84,9 @@ class Ledger:
                 raise ValueError(f"privacy.accountant={accountant} analyses Poisson sampling only; this method samples "
                                  f"{sampling}: use privacy.accountant=rdp")
         self.noise_multiplier: Optional[float] = None
+        #: releases before training recorded by ``release_prefix`` (each one full-batch step in the
+        #: accountant): counted explicitly, so a run whose own steps have q = 1 is not mistaken for them
+        self.prefix_releases = 0
 
     # ---- the composition ----------------------------------------------------------------------
     def epsilon_of(self, noise_multiplier: float, steps: int, surrogate: bool = False) -> float:
@@ -178,6 +187,7 @@ class Ledger:
         """Account the releases made before training (once per run; a resumed run has them)."""
         for z in self.prefix:
             self.accountant.step(noise_multiplier=z, sample_rate=1.0)
+            self.prefix_releases += 1
 
     def step(self) -> None:
         self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
@@ -186,9 +196,52 @@ class Ledger:
         return self.accountant.get_epsilon(self.delta) if self.accountant.steps else 0.0
 
     def private_steps(self) -> int:
-        """Per-step mechanism runs (the prefix releases excluded)."""
-        prefix_done = sum(int(h["num_steps"]) for h in self.accountant.history if h["sample_rate"] >= 1.0)
-        return self.accountant.steps - prefix_done
+        """Per-step mechanism runs (the releases before training excluded, counted as releases: a step at
+        sample rate 1, a full-batch run, is a step like any other)."""
+        return self.accountant.steps - self.prefix_releases
+
+    def epsilon_after(self, more: int) -> float:
+        """Epsilon of the ledger's whole history plus ``more`` steps at its noise multiplier and sample rate."""
+        groups = dict(self.accountant._groups()) if hasattr(self.accountant, "_groups") else {}
+        if more > 0:
+            key = (float(self.noise_multiplier), self.sample_rate)
+            groups[key] = groups.get(key, 0) + int(more)
+        if not groups:
+            return 0.0
+        if self.accountant_name == "rdp":
+            return autodp_epsilon(tuple(sorted((z, q, n) for (z, q), n in groups.items())), self.delta,
+                                  self.sampling)
+        acc = make_accountant(self.accountant_name)
+        for (z, q), n in groups.items():
+            acc.step(noise_multiplier=z, sample_rate=q, num_steps=n)
+        return acc.get_epsilon(self.delta)
+
+    def steps_left(self, wanted: int) -> int:
+        """The most steps (at most ``wanted``) that fit in the budget after what the ledger already holds.
+
+        Computed from the ledger's actual history, whatever it holds (the releases before training, the
+        steps of earlier attempts, a release made twice because an attempt died before its first
+        checkpoint): no run ends above its budget. The usual case costs one accountant call; otherwise
+        the answer of :meth:`max_steps` (the planned composition) is checked against the history and
+        refined by bisection."""
+        wanted = max(0, int(wanted))
+        if wanted == 0 or self.epsilon_after(wanted) <= self.epsilon_budget:
+            return wanted
+        fits = lambda t: t == 0 or self.epsilon_after(t) <= self.epsilon_budget  # noqa: E731
+        if not fits(1):
+            return 0
+        lo, hi = 1, wanted  # fits(lo), not fits(hi)
+        if self.prefix_releases == len(self.prefix):  # the planned composition: max_steps knows the answer
+            total = self.max_steps()
+            guess = (10**9 if total is None else int(total)) - self.private_steps()
+            if 1 <= guess < wanted:
+                if fits(guess) and not fits(guess + 1):
+                    return guess
+                lo, hi = (guess, hi) if fits(guess) else (lo, guess)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
 
     def cross_check(self) -> Dict[str, float]:
         """The same history under independent accountants (autodp too when it did not keep the ledger)."""
@@ -222,10 +275,20 @@ class Ledger:
         }
 
     def state_dict(self) -> Dict[str, Any]:
-        return self.accountant.state_dict()
+        """The accountant's state and the number of releases before training (JSON)."""
+        return {"accountant": self.accountant.state_dict(), "prefix_releases": self.prefix_releases}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.accountant.load_state_dict(state)
+        """Load :meth:`state_dict`; also a bare accountant state (written by dpgen before the releases were
+        counted), whose releases are inferred conservatively: at most one per declared release, and only
+        from its full-batch entries (so every other step counts as a step)."""
+        acc = state.get("accountant", state) if "history" not in state else state
+        self.accountant.load_state_dict(acc)
+        if "prefix_releases" in state:
+            self.prefix_releases = int(state["prefix_releases"])
+        else:
+            full = sum(int(h["num_steps"]) for h in self.accountant.history if h["sample_rate"] >= 1.0)
+            self.prefix_releases = min(len(self.prefix), full)
 
 
 __all__ = ["Ledger", "RELATIONS"]

@@ -22,10 +22,13 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
 * publication (:mod:`dpgen.train.publication`): the ledger is on disk before a line reaches
   ``metrics.jsonl`` or the csv / tensorboard / wandb logger, and before each checkpoint; a method
   whose loss is computed from clean private records publishes none;
-* checkpoints every ``trainer.checkpoint_every`` steps and at the end, atomic: the networks, the
+* a checkpoint at step 0 (every task; after a release made before training), then every
+  ``trainer.checkpoint_every`` steps and at the end, atomic: the networks, the
   optimizer, the EMA, the method (its ledger), RNG states, the privacy settings the ledger was spent
   under; ``resume=true|auto`` continues with the checkpoint's noise and refuses changed privacy
-  settings, naming them;
+  settings, naming them; ``resume=true|auto`` without a checkpoint continues the ledger file of an
+  attempt that died before its first checkpoint (its published steps stay charged); a fresh start
+  removes what an earlier run published in the folder with its ledger;
 * values read from the device only at log and checkpoint steps.
 
 The run folder, whoever calls ``fit`` (``run.py``, a table driver, a figure): ``config.yaml``, ``metrics.jsonl``,
@@ -41,9 +44,9 @@ from typing import Any, Dict, Optional
 import torch
 
 from dpgen.train.checkpoint import Checkpointer
-from dpgen.train.publication import Publisher, stop_step
-from dpgen.train.trainer import (EMA, TrainingError, load_checkpoint, make_optimizer, mechanism_generators, open_run,
-                                 prepare_resume, run_state, seed_everything)
+from dpgen.train.publication import Publisher, carried_ledger, stop_step
+from dpgen.train.trainer import (EMA, TrainingError, fresh_folder, load_checkpoint, make_optimizer,
+                                 mechanism_generators, open_run, prepare_resume, run_state, seed_everything)
 from dpgen.utils.device import resolve_device
 from dpgen.utils.io import write_json
 
@@ -74,7 +77,9 @@ class Task:
         raise NotImplementedError
 
     def prepare(self, method, output_dir: Path) -> bool:
-        """A release before training (e.g. a DP mean); True when one was made (it is checkpointed)."""
+        """Before the first step: put the data where training reads them, and make the method's release
+        before training if it has one (e.g. a DP mean; the step-0 checkpoint holds it). True when the
+        data were transformed or released here."""
         return False
 
     def next_batch(self, method, sampler_gen: torch.Generator, step: int, target_steps: int):
@@ -112,6 +117,63 @@ def _loggable(v) -> Any:
     return float(v) if isinstance(v, torch.Tensor) else v
 
 
+def check_declared_size(cfg, method, task: Task) -> None:
+    """Under add/remove one record (Poisson sampling) the size n of the private set tells neighbours apart,
+    yet q = B / n, the steps of an epoch, the calibrated noise and n itself all leave the run: dpgen takes n
+    as a public number, ``dataset.n_train``, and refuses a run whose loaded set has another size (without
+    saying which size it has: that is computed from the private data)."""
+    if not (method.private and getattr(method, "sampling", None) == "poisson"):
+        return
+    declared = int(cfg.dataset.n_train)
+    if int(task.n_private) != declared:
+        raise ValueError(
+            f"dataset.n_train={declared} is not the size of the private set dataset={cfg.dataset.name} loaded. "
+            f"{cfg.method.name}'s guarantee (add/remove one record, Poisson sampling at q = B / n) treats the "
+            "dataset size n as public, so it must be declared: set dataset.n_train to the number of records in "
+            "the files (the loaded size is not printed: it is computed from the private data).")
+
+
+def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:
+    """Every private report says how it treats the dataset size n (which its q, steps and noise depend on)."""
+    if not report.get("private"):
+        return report
+    poisson = getattr(method, "sampling", None) == "poisson"
+    return {**report, "dataset_size": (
+        f"n = {int(n)} records, treated as public: "
+        + ("declared as dataset.n_train and checked against the loaded set (refused when it differs); add/remove "
+           "neighbours differ in n, so the epsilon above assumes n is known to everyone, as q = B / n, the epochs, "
+           "the steps and the noise reveal it" if poisson else
+           "replace-one neighbours have the same n (the relation fixes it); q, the epochs, the steps and the "
+           "noise depend on it"))}
+
+
+def selection_not_covered(report: Dict[str, Any], cfg) -> Dict[str, Any]:
+    """A run whose settings were chosen on the private data or its test split (``privacy.selected_on_private``,
+    set by a conf/tuned/ preset) says so under not_covered: that selection is charged to no ledger."""
+    note = getattr(cfg.privacy, "selected_on_private", None)
+    if not report.get("private") or not note:
+        return report
+    nc = report.get("not_covered")
+    extra = f"the choice of this run's settings: {note} (charged to no ledger)"
+    if isinstance(nc, list):
+        nc = [*nc, extra]
+    else:
+        nc = f"{nc}; {extra}" if nc else extra
+    return {**report, "not_covered": nc, "settings_selected_on_private_data": note}
+
+
+def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
+    """A privacy report that says the guarantee does not hold when the ledger ended above its budget (no path
+    of the loop lets that happen; this is the last line of defence)."""
+    spent, budget = report.get("epsilon_spent"), report.get("epsilon_budget")
+    if isinstance(spent, (int, float)) and isinstance(budget, (int, float)) and spent > budget * (1 + 1e-9):
+        report = dict(report)
+        report["guarantee_holds"] = False
+        report["guarantee_caveats"] = [*(report.get("guarantee_caveats") or []),
+                                       f"the ledger spent epsilon {spent:.6g}, above the budget {budget:g}"]
+    return report
+
+
 def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     """Train ``cfg.method`` on ``task``; evaluate; write the run's files. Returns ``metrics.json``."""
     from tqdm.auto import tqdm
@@ -132,8 +194,14 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     steps = task.requested_steps(cfg)
     ckpt = Checkpointer(out / "checkpoints")
     state = load_checkpoint(cfg, ckpt)
-    calib_steps, settings = prepare_resume(state, steps, cfg, n_private=task.n_private, task_keys=task.task_keys)
+    # no checkpoint: an earlier attempt's ledger that counts steps is continued, else the folder starts over
+    carried = carried_ledger(cfg, out) if state is None else None
+    if state is None and carried is None:
+        fresh_folder(out)
+    calib_steps, settings = prepare_resume(state if state is not None else carried, steps, cfg,
+                                           n_private=task.n_private, task_keys=task.task_keys)
     method, models = task.build(cfg, calib_steps, device)
+    check_declared_size(cfg, method, task)
     method.rng = noise_gen  # the mechanism's randomness (also for a release before training)
     nets = torch.nn.ModuleDict(models)
     params = list(nets.parameters()) + list(method.parameters())
@@ -145,7 +213,7 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
         opt.load_state_dict(state["optimizer"])
         if ema is not None and state.get("ema") is not None:
             ema.model.load_state_dict(state["ema"])
-    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen)
+    step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=carried)
     if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
 
@@ -154,11 +222,15 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
             cfg, step, sampler_gen, noise_gen, settings, models=nets.state_dict(), optimizer=opt.state_dict(),
             method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None)))
 
+    task.prepare(method, out)  # a release before training (a DP mean), if the method makes one
+    # a checkpoint at step 0 for every task, before anything is published (what was released before training is
+    # in it): a run killed before its next checkpoint resumes with its ledger, and what it published stays charged
+    if state is None:
+        checkpoint()
+    # after the releases before training: the steps left are computed from the ledger's whole history
     target_steps = stop_step(method, step, steps, method.max_steps)
     if target_steps < steps:
         print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
-    if task.prepare(method, out) and step == 0:  # what was released before training: in the first checkpoint
-        checkpoint()
     bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.name}",
                disable=not t.progress, dynamic_ncols=True)
     nets.train()
@@ -203,7 +275,8 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
             checkpoint()
     bar.close()
     loop_s = time.time() - t_loop
-    stop_reason = ("completed" if target_steps >= steps else
+    done = target_steps >= steps or (method.private and method.accounts_steps and method.spent_steps() >= steps)
+    stop_reason = ("completed" if done else
                    f"privacy budget: the next step would exceed epsilon={cfg.privacy.epsilon}")
     evaluated = ema.model if ema is not None else nets  # the average: post-processing, no privacy cost
     evaluated.eval()
@@ -223,7 +296,9 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
         "ema": t.ema,
         "seed": cfg.seed,
         "device": str(device),
-        "privacy": {**method.privacy_report(), "mechanism_randomness": (
+        "privacy": {**within_budget(selection_not_covered(size_is_public(method.privacy_report(), method,
+                                                                         task.n_private), cfg)),
+                    "mechanism_randomness": (
             "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
             if cfg.privacy.secret_randomness else
             "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")},

@@ -64,7 +64,7 @@ def privacy_settings(cfg, *, n_private: int, calibration_steps: int, task_keys: 
     ``k``, ``target_grad``). ``calibration_steps`` is the length the noise was calibrated for.
     """
     dataset = {k: v for k, v in (_plain(cfg.dataset) or {}).items() if k not in _LOCATION_KEYS}
-    privacy = {k: v for k, v in (_plain(cfg.privacy) or {}).items() if k != "cross_check"}
+    privacy = {k: v for k, v in (_plain(cfg.privacy) or {}).items() if k not in ("cross_check", "selected_on_private")}
     s = {"method": _plain(cfg.method), "privacy": privacy, "dataset": dataset,
          "trainer": {"batch_size": int(cfg.trainer.batch_size)},
          "task": {k: _plain(getattr(cfg.task, k, None)) for k in task_keys}}
@@ -99,24 +99,27 @@ def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> Non
             "run folder.")
 
 
-def stop_step(method, step: int, requested: int, max_steps: Optional[int]) -> int:
-    """The step at which the run stops: ``requested``, or earlier where its ledger is full.
+def stop_step(method, step: int, requested: int, max_steps: Optional[int] = None) -> int:
+    """The step at which the run stops: ``requested`` mechanism steps in all, or earlier where its
+    ledger is full.
 
-    A private run spends at most min(``requested``, ``max_steps``) mechanism steps in all
-    (``max_steps``: what the budget allows; None: no per-step limit), so a resumed run ends with
-    the ledger of the uninterrupted run. Its ledger may hold more steps than ``step`` (steps
-    published before a crash, then resumed from an older checkpoint): they count, so the run
-    takes fewer training steps instead of spending more.
+    A private run spends at most ``requested`` mechanism steps in all and never ends above its
+    budget. Its ledger may hold more steps than ``step`` (steps published before a crash, then resumed
+    from an older checkpoint; an earlier attempt's ledger carried over): they count, so the run takes
+    fewer training steps instead of spending more. With a :class:`dpgen.privacy.ledger.Ledger` the
+    steps left are computed from the ledger's whole history (``Ledger.steps_left``); a method outside
+    dpgen with only an accountant falls back to ``max_steps`` (what its budget allows in all; None:
+    no per-step limit).
     """
     if not method.private or not method.accounts_steps:
         return int(requested)
+    spent = int(method.spent_steps())
+    wanted = max(0, int(requested) - spent)
     ledger = getattr(method, "ledger", None)
-    if max_steps is None and ledger is not None:
-        # "None" meant: the steps the method was built for fit the budget. A resumed run may ask for
-        # more, so ask the ledger about the steps asked now (None again: they fit too)
-        max_steps = ledger.max_steps(int(requested))
+    if ledger is not None and hasattr(ledger, "steps_left"):
+        return int(step) + int(ledger.steps_left(wanted))
     cap = int(requested) if max_steps is None else min(int(requested), int(max_steps))
-    return int(step) + max(0, cap - int(method.spent_steps()))
+    return int(step) + max(0, cap - spent)
 
 
 def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
@@ -128,6 +131,49 @@ def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
     return torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
 
+#: what a run writes into its folder (besides config.yaml and the lock): a fresh start removes the earlier
+#: run's copies, so that nothing published outlives the ledger that charged it
+#: (``privatised_data.pt``: entropic-LDP's locally privatised release)
+RUN_ARTEFACTS = ("metrics.jsonl", "metrics.csv", "metrics.json", "samples.png", "tensorboard", "wandb",
+                 "checkpoints", "privatised_data.pt")
+
+
+def remove_run_artefacts(output_dir) -> list:
+    """Remove what an earlier run published in ``output_dir`` (:data:`RUN_ARTEFACTS`); returns the names removed."""
+    import shutil
+
+    removed = []
+    for name in RUN_ARTEFACTS:
+        path = Path(output_dir) / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+def carried_ledger(cfg, output_dir) -> Optional[Dict[str, Any]]:
+    """The ledger file of an earlier attempt that died before its first checkpoint, when a resumed run
+    (``resume=true|auto``) finds no checkpoint: None when there is none, or when it holds only releases
+    made before training (nothing is published before the first checkpoint, so such releases never left
+    that attempt). Otherwise its steps may have been published (log lines, loggers): the new attempt
+    continues that ledger, so they stay charged."""
+    if not cfg.resume:
+        return None
+    saved = LedgerFile(output_dir).load()
+    if not saved or not saved.get("privacy_settings") or int(saved.get("steps", 0)) <= 0:
+        return None
+    if "private_steps" in saved:
+        steps = int(saved["private_steps"])
+    else:  # written before the file said it: every entry below sample rate 1 is a step; all at rate 1, maybe steps
+        hist = ((saved.get("ledger") or {}).get("accountant") or {}).get("history") or []
+        steps = sum(int(h["num_steps"]) for h in hist if h["sample_rate"] < 1) or int(saved["steps"])
+    return saved if steps > 0 else None
+
+
 class LedgerFile:
     """``<run>/checkpoints/ledger.json``: the newest ledger of the run, written atomically."""
 
@@ -136,6 +182,7 @@ class LedgerFile:
 
     def save(self, method, settings: Dict[str, Any]) -> None:
         atomic_write_text(self.path, json.dumps({"ledger": method.ledger_state(), "steps": method.ledger_steps(),
+                                                 "private_steps": method.spent_steps(),
                                                  "privacy_settings": settings}))
 
     def load(self) -> Optional[Dict[str, Any]]:
@@ -191,5 +238,5 @@ class Publisher:
         self.logger.finish()
 
 
-__all__ = ["LEDGER_NAME", "LedgerFile", "Publisher", "calibration_steps", "check_resume_settings",
-           "finite_gradients", "privacy_settings", "stop_step"]
+__all__ = ["LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",
+           "check_resume_settings", "finite_gradients", "privacy_settings", "remove_run_artefacts", "stop_step"]

@@ -101,17 +101,21 @@ def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
     return steps, settings
 
 
-def open_run(cfg, state, publisher, method, sampler_gen, noise_gen) -> int:
+def open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=None) -> int:
     """Start or continue a run; returns its step. With a checkpoint ``state`` (the caller has loaded
     its modules): the run's RNG (and, when not secret, the mechanism's) restored, ``metrics.jsonl``
     cut back to its step, the method's state loaded and its ledger brought up to the newest one on
-    disk (steps published after the checkpoint count). Without: stale files of an earlier run in
-    the folder are removed (a fresh start)."""
-
+    disk (steps published after the checkpoint count). Without a checkpoint but with ``carried``, the
+    ledger file of an attempt that died before its first checkpoint
+    (:func:`dpgen.train.publication.carried_ledger`): training starts at step 0 and the ledger
+    continues from it, so what that attempt published stays charged. Otherwise a fresh start (the
+    caller has removed what an earlier run left in the folder: :func:`fresh_folder`)."""
     if state is None:
-        if publisher.jsonl.exists():
-            publisher.jsonl.unlink()
-        publisher.ledger.remove()
+        if carried is not None:
+            method.load_ledger_state(carried["ledger"])
+            print(f"[dpgen] {publisher.ledger.path} holds {method.spent_steps()} mechanism steps of an attempt that "
+                  "stopped before its first checkpoint: training starts over and the ledger continues from them "
+                  f"(epsilon spent so far {method.epsilon():.4f})")
         return 0
     set_rng_state(state["rng"])
     if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
@@ -121,6 +125,17 @@ def open_run(cfg, state, publisher, method, sampler_gen, noise_gen) -> int:
     method.load_state_dict(state["method"])
     publisher.ledger.reconcile(method)
     return int(state["step"])
+
+
+def fresh_folder(output_dir) -> None:
+    """A fresh start: remove what an earlier run published in ``output_dir`` together with its ledger
+    (:func:`dpgen.train.publication.remove_run_artefacts`), before any logger opens its files, so that
+    nothing in the folder outlives the ledger that charged it."""
+    from dpgen.train.publication import remove_run_artefacts
+
+    removed = remove_run_artefacts(output_dir)
+    if removed:
+        print(f"[dpgen] a fresh start in {output_dir}: removed the earlier run's {', '.join(removed)}")
 
 
 def run_state(cfg, step: int, sampler_gen, noise_gen, settings, **parts) -> dict:
