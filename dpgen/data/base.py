@@ -29,7 +29,8 @@ class ArrayDataset(TensorDataset):
         X = torch.as_tensor(X, dtype=torch.float32)
         y = torch.as_tensor(y, dtype=torch.int64)
         if X.shape[0] != y.shape[0]:
-            raise ValueError(f"{name}: {X.shape[0]} inputs but {y.shape[0]} labels")
+            raise ValueError(f"{name}: the numbers of inputs and labels differ (the counts are not printed: they may be "
+                             "private); check that the label file belongs to the input file")
         super().__init__(X, y)
         self.name = name
         self.num_classes = int(num_classes)

@@ -95,13 +95,15 @@ def load_features(name: str, root: Path, split: str = "train", download: bool = 
     feats = np.asarray(feats, dtype=np.float32)
     labels = np.asarray(labels).reshape(-1)
     if feats.ndim != 2 or len(feats) != len(labels):
-        raise ValueError(f"{name}: {path}: features {feats.shape} and labels {labels.shape} do not match")
+        raise ValueError(f"{name}: {path}: the features (dimension {feats.shape[1:] if feats.ndim == 2 else '?'}) "
+                         "and the labels do not match: features must be [n, d] and labels [n] (the counts are not "
+                         "printed: they may be private)")
     if not np.all(np.equal(np.mod(labels, 1), 0)):
         raise ValueError(f"{name}: {path}: labels must be integers")
     labels = labels.astype(np.int64)
     if len(labels) and (labels.min() < 0 or labels.max() >= spec["num_classes"]):
-        raise ValueError(f"{name}: {path}: labels must lie in 0..{spec['num_classes'] - 1} "
-                         f"(found {labels.min()}..{labels.max()})")
+        raise ValueError(f"{name}: {path}: some labels lie outside 0..{spec['num_classes'] - 1} (the values found "
+                         "are not printed: they are private); relabel them 0-based")
     ds = ArrayDataset(torch.from_numpy(feats), torch.from_numpy(labels), name=name,
                       num_classes=spec["num_classes"], split=split, source=str(path))
     ds.domain = domain

@@ -73,7 +73,8 @@ def read_idx(path) -> np.ndarray:
     count = int(np.prod(dims)) if dims else 1
     offset = 4 + 4 * ndim
     if len(data) - offset < count * dtype.itemsize:
-        raise ValueError(f"{path} is truncated: header says {dims}, file holds {len(data) - offset} bytes")
+        raise ValueError(f"{path} is truncated: it holds fewer bytes than its header announces (the sizes are not "
+                         "printed: they count private records); download the file again and check its checksum")
     return np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(dims)
 
 
@@ -108,7 +109,8 @@ def _idx_names(split: str) -> Tuple[str, str]:
 def _read_idx_pair(paths: Tuple[Path, Path], name: str) -> Tuple[torch.Tensor, torch.Tensor]:
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-        raise ValueError(f"{name}: {paths[0]} ({images.shape}) and {paths[1]} ({labels.shape}) do not match")
+        raise ValueError(f"{name}: {paths[0]} and {paths[1]} do not match (images must be [n, H, W] and labels [n]; "
+                         "the sizes are not printed: they count private records); download both files again")
     return uint8_to_float(images).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
 
 

@@ -72,7 +72,14 @@ class ClassificationTask(Task):
         self.X, self.Y = X.float().to(device), Y.long().to(device)
         self.n_private = int(X.shape[0])
         self.shape = tuple(X.shape[1:])
-        self.num_classes = int(getattr(ds, "num_classes", 0) or cfg.dataset.num_classes or int(Y.max()) + 1)
+        # never derived from the private labels (their maximum would be a value computed from private records)
+        self.num_classes = int(getattr(ds, "num_classes", 0) or cfg.dataset.num_classes or 0)
+        if self.num_classes < 2:
+            raise ValueError(f"task=classification needs the number of classes of dataset={cfg.dataset.name}: set "
+                             "dataset.num_classes (it is not derived from the private labels)")
+        if Y.numel() and (int(Y.min()) < 0 or int(Y.max()) >= self.num_classes):  # the values stay in memory
+            raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
+                             f"({self.num_classes} classes): check dataset.num_classes or the label file")
         self.steps_per_epoch = math.ceil(self.n_private / cfg.trainer.batch_size)
         self.device = device
 

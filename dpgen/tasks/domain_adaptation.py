@@ -78,8 +78,8 @@ def load_domains(cfg) -> Dict[str, Any]:
         )
     for nm, y in (("source", Ys), ("target", Yt)):
         if len(y) and (int(y.min()) < 0 or int(y.max()) >= cs):
-            raise ValueError(f"problem {ds.problem}: {nm} labels lie in {int(y.min())}..{int(y.max())}, "
-                             f"outside 0..{cs - 1}")
+            raise ValueError(f"problem {ds.problem}: some {nm} labels lie outside 0..{cs - 1} (the values found are "
+                             "not printed: the target's are private); check the label file or dataset.num_classes")
     return {"Xs": Xs, "Ys": Ys, "Xt": Xt, "Yt": Yt, "shape": tuple(Xs.shape[1:]), "num_classes": cs,
             "source_file": getattr(src, "source", ""), "target_file": getattr(tgt, "source", "")}
 
