@@ -207,8 +207,62 @@ def _flat(tensors) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
-def _variant(base: str, noise_scale: float) -> str:
+def _variant(base: str, noise_scale: float, nonfinite: bool = False, naive_clip: bool = False) -> str:
+    if nonfinite:
+        base += "; canary with inf and NaN values" + ("; a1b9f60's clip (inf x 0 = NaN, not covered)" if naive_clip
+                                                     else "")
     return base if noise_scale == 1.0 else f"{base}; noise x{noise_scale:g} (deliberate bug)"
+
+
+#: the score of a release that is not finite: far above any finite score, so a threshold test separates a
+#: mechanism whose release turns non-finite on D (a non-finite canary) from one that stays finite on D'
+NONFINITE_SCORE = 1e6
+
+
+def _score(v) -> float:
+    """A release's score, or :data:`NONFINITE_SCORE` when the release is not finite (what a run's non-finite
+    stop would reveal)."""
+    v = float(v)
+    return v if math.isfinite(v) else NONFINITE_SCORE
+
+
+def _poison(x: torch.Tensor) -> torch.Tensor:
+    """A copy of the record ``x`` with one value inf and another NaN (the non-finite canary)."""
+    x = x.clone()
+    flat = x.view(-1)
+    flat[0], flat[1] = float("inf"), float("nan")
+    return x
+
+
+@contextmanager
+def legacy_clip():
+    """a1b9f60's clip arithmetic in every clip of :mod:`dpgen.privacy.clipping`: the factor min(1, C / norm)
+    (0 for an infinite norm, NaN for a NaN one) times the contribution (inf x 0 = NaN). Not covered: the
+    non-finite canary rows run with it must be caught."""
+    from dpgen.privacy import clipping
+
+    saved = clipping.clip_factors, clipping.scale_finite
+
+    def factors(norms, clip):
+        return (clip / norms.clamp_min(1e-12)).clamp(max=1.0)
+
+    def scale(t, factor):
+        return t * factor.reshape(factor.shape + (1,) * (t.dim() - factor.dim()))
+
+    clipping.clip_factors, clipping.scale_finite = factors, scale
+    try:
+        yield
+    finally:
+        clipping.clip_factors, clipping.scale_finite = saved
+
+
+@contextmanager
+def _maybe(flag: bool, ctx):
+    if flag:
+        with ctx():
+            yield
+    else:
+        yield
 
 
 # ---- DP-SWD (generation) ----------------------------------------------------------------------
@@ -219,7 +273,7 @@ DPSWD_CLASSES = 2
 
 
 def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "clip", noise_scale: float = 1.0,
-                progress: bool = True) -> Samples:
+                progress: bool = True, nonfinite: bool = False, naive_clip: bool = False) -> Samples:
     """One DP-SWD step (:class:`dpgen.methods.dpswd.DPSWD`: ``rows`` / ``bound_rows``, the directions,
     the noise inside ``sliced_wasserstein``), batch = the canary alone (B = 1), default method
     settings (tensor labels, 8 noisy copies of the generated row, center subtracted).
@@ -232,6 +286,8 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
     (exactly for frame directions when d divides k) plus the generated side's own noise.
     ``row_bound=none`` (not covered: the paper's unbounded rows, no center): canary 7 x ones (norm 28,
     the norm of an all-ones 28 x 28 image), D' zeros, direction ones/4.
+    ``nonfinite``: the canary in D holds an inf and a NaN pixel (its row must become 0, so the shift is at
+    most 1/2); ``naive_clip``: with a1b9f60's clip (:func:`legacy_clip`), which must be caught.
     """
     from dpgen.methods.dpswd import DPSWD
 
@@ -259,6 +315,8 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
         x_in, x_out = torch.full(DPSWD_SHAPE, 7.0), torch.zeros(DPSWD_SHAPE)
         direction.fill_(1.0 / math.sqrt(d))
         fake0 = torch.zeros(DPSWD_SHAPE)
+    if nonfinite:
+        x_in = _poison(x_in)
     k, d_row = m.k, m.compare_dim
     scale = -(k / 2.0) / math.sqrt(k / d_row)
 
@@ -269,19 +327,22 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
             fake = fake0.clone().unsqueeze(0).requires_grad_(True)
             loss = m.loss(fake, y, real, y)
             (g,) = torch.autograd.grad(loss, fake)
-            out[i] = scale * float((g[0] * direction).sum())
+            out[i] = _score(scale * float((g[0] * direction).sum()))
         return out
 
-    s_in, s_out = side(x_in, f"dpswd {bound}/{row_bound} D"), side(x_out, f"dpswd {bound}/{row_bound} D'")
+    with _maybe(naive_clip, legacy_clip):
+        s_in, s_out = side(x_in, f"dpswd {bound}/{row_bound} D"), side(x_out, f"dpswd {bound}/{row_bound} D'")
     sens = float(m.sigma / m.noise_multiplier)  # sqrt(w): the bound the noise is calibrated to
     delta = float(m.delta_bound + m.delta_rdp)
     variant = f"bound={bound}, row_bound={row_bound}" + (", center=dp_mean (released constant)" if covered_rows else "")
-    return Samples("DP-SWD step (dpgen/methods/dpswd.py)", _variant(variant, noise_scale), REPLACE_WOR,
-                   covered_rows and noise_scale == 1.0, gaussian_epsilon(z, m.delta_rdp), delta, sens, s_in, s_out,
+    return Samples("DP-SWD step (dpgen/methods/dpswd.py)", _variant(variant, noise_scale, nonfinite, naive_clip),
+                   REPLACE_WOR, covered_rows and noise_scale == 1.0 and not naive_clip, gaussian_epsilon(z, m.delta_rdp),
+                   delta, sens, s_in, s_out,
                    [f"sigma={m.sigma:.4g}, k={k}, d={d_row}, squared sensitivity bound w={sens ** 2:.4g}"])
 
 
-def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                  nonfinite: bool = False) -> Samples:
     """The DP mean record released once before DP-SWD training (center=dp_mean), through the public
     ``DPSWD.prepare_data`` (which calls ``_release_center``): N = 4 records, rows clipped to
     R = sqrt(d), noise std z 2R / N. Canary +ones (norm R) in D, -ones in D' (the clip admits any
@@ -303,16 +364,18 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
     direction = torch.full((d,), 1.0 / r)
 
     def side(sign, desc):
-        x = torch.cat([sign * torch.ones(1, *DPSWD_SHAPE), others])
+        canary = sign * torch.ones(1, *DPSWD_SHAPE)
+        x = torch.cat([_poison(canary) if nonfinite and sign > 0 else canary, others])
         out = np.empty(trials)
         for i in _trials(trials, desc, progress):
             m.center = None  # a fresh release each trial (training releases it once)
             m.prepare_data(x, y)
-            out[i] = float(m.center.reshape(-1).double() @ direction.double())
+            out[i] = _score(m.center.reshape(-1).double() @ direction.double())
         return out
 
     s_in, s_out = side(1.0, "dp mean D"), side(-1.0, "dp mean D'")
-    return Samples("DP-SWD DP-mean release (DPSWD._release_center)", _variant("center=dp_mean, N=4", noise_scale),
+    return Samples("DP-SWD DP-mean release (DPSWD._release_center)",
+                   _variant("center=dp_mean, N=4", noise_scale, nonfinite),
                    "replace one record; the whole dataset (N = 4) released once", noise_scale == 1.0,
                    gaussian_epsilon(z, m.delta_rdp), float(m.delta_rdp), 2 * r / n, s_in, s_out)
 
@@ -320,7 +383,8 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
 # ---- DP-MERF ----------------------------------------------------------------------------------------
 
 
-def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                 nonfinite: bool = False) -> Samples:
     """DP-MERF's one release (:meth:`dpgen.methods.dpmerf.DPMERF.prepare_data`): N = 4 records of 16 pixels,
     2 classes, D = 64 random features, noise std z 2 / N. Canary: a record of ones with label 0 in D, of
     zeros with label 1 in D' (their embeddings sit in orthogonal class blocks); score <mu~, v> with v the
@@ -340,6 +404,7 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
     y_others = torch.tensor([0, 1, 0])
     x_in, y_in = torch.cat([torch.ones(1, *shape), others]), torch.cat([torch.tensor([0]), y_others])
     x_out, y_out = torch.cat([torch.zeros(1, *shape), others]), torch.cat([torch.tensor([1]), y_others])
+    x_run = torch.cat([_poison(x_in[:1]), others]) if nonfinite else x_in  # D's record as the mechanism gets it
 
     def side(x, y, desc):
         out = np.empty(trials)
@@ -348,12 +413,12 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
             m.prepare_data(x, y)
             f = m.freqs.double()
             v = mean_embedding(x_in.flatten(1), y_in, f, 2) - mean_embedding(x_out.flatten(1), y_out, f, 2)
-            out[i] = float((m.embedding.double() * v).sum() / v.norm())
+            out[i] = _score((m.embedding.double() * v).sum() / v.norm())
         return out
 
-    s_in, s_out = side(x_in, y_in, "dpmerf D"), side(x_out, y_out, "dpmerf D'")
+    s_in, s_out = side(x_run, y_in, "dpmerf D"), side(x_out, y_out, "dpmerf D'")
     return Samples("DP-MERF mean-embedding release (DPMERF.prepare_data)",
-                   _variant("64 random features, N=4", noise_scale),
+                   _variant("64 random features, N=4", noise_scale, nonfinite),
                    "replace one record; the whole dataset (N = 4) released once", noise_scale == 1.0,
                    gaussian_epsilon(z, m.delta), m.delta, m.sensitivity, s_in, s_out)
 
@@ -379,7 +444,8 @@ def _dpsinkhorn(noise_scale: float, seed: int):
     return m, torch.cat([r, c]), r
 
 
-def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                     nonfinite: bool = False, naive_clip: bool = False) -> Samples:
     """DP-Sinkhorn's image-gradient hook (:class:`DPSinkhorn`, ``ImageGradientMechanism.privatize``).
 
     ``DPSinkhorn.loss`` registers the hook on the generator output and returns the Sinkhorn
@@ -389,6 +455,8 @@ def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress:
     of the privatised gradient reaching the generator.
     """
     m, real_in, real_out = _dpsinkhorn(noise_scale, seed)
+    if nonfinite:  # the canary holds an inf and a NaN pixel: the batch gradient is not finite, the clip makes it 0
+        real_in = torch.cat([real_in[:1], _poison(real_in[1:])])
     y_f = torch.zeros(1, dtype=torch.long)
 
     def side(real, desc):
@@ -398,13 +466,14 @@ def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress:
         out = np.empty(trials)
         for i in _trials(trials, desc, progress):
             (g,) = torch.autograd.grad(loss, base, retain_graph=True)
-            out[i] = float(g.reshape(-1)[0])
+            out[i] = _score(g.reshape(-1)[0]) if torch.isfinite(g).all() else NONFINITE_SCORE
         return out
 
-    s_in, s_out = side(real_in, "dpsinkhorn D"), side(real_out, "dpsinkhorn D'")
+    with _maybe(naive_clip, legacy_clip):
+        s_in, s_out = side(real_in, "dpsinkhorn D"), side(real_out, "dpsinkhorn D'")
     return Samples("DP-Sinkhorn image-gradient hook (dpgen/privacy/dpsinkhorn.py)",
-                   _variant(f"C={m.mechanism.clip}, batch clip", noise_scale), ADD_REMOVE_POISSON,
-                   noise_scale == 1.0, gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
+                   _variant(f"C={m.mechanism.clip}, batch clip", noise_scale, nonfinite, naive_clip), ADD_REMOVE_POISSON,
+                   noise_scale == 1.0 and not naive_clip, gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
                    float(m.mechanism.sensitivity), s_in, s_out)
 
 
@@ -425,7 +494,7 @@ class _TrainableDecode(torch.nn.Module):
 
 
 def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, trainable_decode: bool = False,
-                         progress: bool = True) -> Samples:
+                         progress: bool = True, nonfinite: bool = False) -> Samples:
     """DP-Sinkhorn's full step (:meth:`DPSinkhorn.step`) with ``model.generator=dct``: the hook on the DCT
     coefficients, the fixed decode, the backward into the generator's parameters.
 
@@ -450,6 +519,8 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
         gen.net[-1].bias.zero_()
     model = _TrainableDecode(gen) if trainable_decode else gen
     r, c = torch.ones(1, *SINKHORN_SHAPE), torch.full((1, *SINKHORN_SHAPE), -3.0)
+    if nonfinite:
+        c = _poison(c)
     bias = gen.net[-1].bias
 
     def side(real, desc):
@@ -459,12 +530,12 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
         for i in _trials(trials, desc, progress):
             model.zero_grad(set_to_none=True)
             m.step({"generator": model}, batch)
-            out[i] = float(model.offset.grad.reshape(-1)[0]) if trainable_decode else float(bias.grad[0])
+            out[i] = _score(model.offset.grad.reshape(-1)[0] if trainable_decode else bias.grad[0])
         return out
 
     s_in, s_out = side(torch.cat([r, c]), "dpsinkhorn dct D"), side(r, "dpsinkhorn dct D'")
     variant = ("trainable pixel offset after the barrier (not covered)" if trainable_decode else
-               _variant(f"C={m.mechanism.clip}, hook on the DCT coefficients", noise_scale))
+               _variant(f"C={m.mechanism.clip}, hook on the DCT coefficients", noise_scale, nonfinite))
     return Samples("DP-Sinkhorn step, model.generator=dct (dpgen/methods/dpsinkhorn.py DPSinkhorn.step)", variant,
                    ADD_REMOVE_POISSON, noise_scale == 1.0 and not trainable_decode,
                    gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
@@ -510,7 +581,8 @@ def audit_leaky_logger(trials: int, seed: int, progress: bool = True) -> Samples
                     "score is in loss units"])
 
 
-def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                           nonfinite: bool = False) -> Samples:
     """DP-Sinkhorn (param grad), ``clip_mode=per_sample`` (:class:`DPSinkhornParamGrad`,
     ``PerSampleGradientMechanism.privatize_sum`` / :func:`dpgen.privacy.clipping.clip_per_sample`):
     every trial runs ``loss`` (per-record gradients, clipping, noise) and reads the parameter
@@ -545,12 +617,13 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
         out = np.empty(trials)
         yr = torch.zeros(len(real), dtype=torch.long)
         for i in _trials(trials, desc, progress):
-            out[i] = b * float(_flat(m.private_grads(fake(), y2, real, yr)[0]) @ direction)
+            out[i] = _score(b * (_flat(m.private_grads(fake(), y2, real, yr)[0]) @ direction))
         return out
 
-    s_in, s_out = side(torch.cat([r, c]), "dpsinkhorn_param D"), side(r, "dpsinkhorn_param D'")
+    s_in = side(torch.cat([r, _poison(c) if nonfinite else c]), "dpsinkhorn_param D")
+    s_out = side(r, "dpsinkhorn_param D'")
     return Samples("DP-Sinkhorn (param grad) per-sample (dpgen/privacy/clipping.py)",
-                   _variant(f"clip_mode=per_sample, C={m.mechanism.clip}", noise_scale), ADD_REMOVE_POISSON,
+                   _variant(f"clip_mode=per_sample, C={m.mechanism.clip}", noise_scale, nonfinite), ADD_REMOVE_POISSON,
                    noise_scale == 1.0, gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
                    float(m.mechanism.sensitivity), s_in, s_out,
                    [f"canary's gradient norm before clipping {raw_norm:.3g} (clip C={m.mechanism.clip})"])
@@ -559,7 +632,8 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
 # ---- DP-SGD and DP-DANN -----------------------------------------------------------------------
 
 
-def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True, nonfinite: bool = False,
+                naive_clip: bool = False) -> Samples:
     """DP-SGD (:meth:`dpgen.methods.dpsgd.DPSGD.private_gradient`: torch.func per-example gradients,
     clipping, noise) on a fixed linear classifier. D' = {r}, D = {r, canary}; the canary (10 e0,
     label 1) has a gradient of norm ~7 > C. Score: B <p.grad, unit direction of the canary's gradient>."""
@@ -584,17 +658,20 @@ def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool
         out = np.empty(trials)
         for i in _trials(trials, desc, progress):
             m.private_gradient(model, x, y, noise_gen=noise)
-            out[i] = b * float(_flat([p.grad for p in params]) @ direction)
+            out[i] = _score(b * (_flat([p.grad for p in params]) @ direction))
         return out
 
-    s_in = side(torch.cat([xr, xc]), torch.cat([yr, yc]), "dpsgd D")
-    s_out = side(xr, yr, "dpsgd D'")
-    return Samples("DP-SGD (dpgen/methods/dpsgd.py)", _variant(f"C={m.clip}, B={b}", noise_scale),
-                   ADD_REMOVE_POISSON, noise_scale == 1.0, gaussian_epsilon(NOISE_MULTIPLIER, DELTA), DELTA,
+    with _maybe(naive_clip, legacy_clip):
+        s_in = side(torch.cat([xr, _poison(xc) if nonfinite else xc]), torch.cat([yr, yc]), "dpsgd D")
+        s_out = side(xr, yr, "dpsgd D'")
+    return Samples("DP-SGD (dpgen/methods/dpsgd.py)", _variant(f"C={m.clip}, B={b}", noise_scale, nonfinite, naive_clip),
+                   ADD_REMOVE_POISSON, noise_scale == 1.0 and not naive_clip, gaussian_epsilon(NOISE_MULTIPLIER, DELTA),
+                   DELTA,
                    m.clip, s_in, s_out, [f"canary's gradient norm before clipping {raw_norm:.3g}"])
 
 
-def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True) -> Samples:
+def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                 nonfinite: bool = False) -> Samples:
     """DP-DANN's private target gradient (:meth:`dpgen.methods.dpdann.DPDANN.private_target_grads`,
     opacus ghost clipping, the default) on a fixed linear feature extractor and discriminator.
     D' = {r}, D = {r, canary}; the canary is pushed to the discriminator's source side so its
@@ -620,12 +697,12 @@ def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
         out = np.empty(trials)
         for i in _trials(trials, desc, progress):
             rel = m.private_target_grads(g, xt)
-            out[i] = b * float(_flat(rel.values()) @ direction)
+            out[i] = _score(b * (_flat(rel.values()) @ direction))
         return out
 
-    s_in, s_out = side(torch.cat([xr, xc]), "dpdann D"), side(xr, "dpdann D'")
+    s_in, s_out = side(torch.cat([xr, _poison(xc) if nonfinite else xc]), "dpdann D"), side(xr, "dpdann D'")
     return Samples("DP-DANN private target gradient (dpgen/methods/dpdann.py)",
-                   _variant(f"C={m.clip}, per_sample={m.per_sample}", noise_scale), ADD_REMOVE_POISSON,
+                   _variant(f"C={m.clip}, per_sample={m.per_sample}", noise_scale, nonfinite), ADD_REMOVE_POISSON,
                    noise_scale == 1.0, gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta, m.clip, s_in, s_out,
                    [f"canary's gradient norm before clipping {raw_norm:.3g}"])
 
@@ -634,7 +711,7 @@ def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
 
 
 def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad: str = "mechanism",
-                   noise_scale: float = 1.0, progress: bool = True) -> Samples:
+                   noise_scale: float = 1.0, progress: bool = True, nonfinite: bool = False) -> Samples:
     """A domain-adaptation DP-SWD step (:meth:`dpgen.methods.da_dpswd.DADPSWD.step`, frame
     directions, k = d = 8) with g = identity (a linear layer, public) and a fixed classifier h; the
     release read is g's weight gradient. Source rows (public): B copies of s0 = e7 / 2.
@@ -674,12 +751,14 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
         xt_in[0] = -50.0 * e0
     else:
         xt_in, xt_out = (0.5 * e0).unsqueeze(0), (-0.5 * e0).unsqueeze(0)
+    if nonfinite:
+        xt_in = torch.cat([_poison(xt_in[:1]), xt_in[1:]])
     scale = -(b * m.k) / (2.0 * m.adapt_weight * m.scale) / math.sqrt(m.k / d)
 
     def score(grad: torch.Tensor) -> float:
         if target_grad == "through":
-            return float(grad[:, 0].norm())
-        return scale * float((grad @ s0)[0] / s0.dot(s0))
+            return _score(grad[:, 0].norm())
+        return _score(scale * (grad @ s0)[0] / s0.dot(s0))
 
     def side(xt, desc):
         out = np.empty(trials)
@@ -699,7 +778,8 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
         notes.append("sensitivity_design 0: by design the update sees the target only through the release, "
                      "so the gradient column of an input coordinate no public row uses stays 0")
     return Samples("domain-adaptation DP-SWD (dpgen/methods/da_dpswd.py)",
-                   _variant(f"row_bound={row_bound}, target_grad={target_grad}, B={b}", noise_scale), REPLACE_WOR,
+                   _variant(f"row_bound={row_bound}, target_grad={target_grad}, B={b}", noise_scale, nonfinite),
+                   REPLACE_WOR,
                    covered, gaussian_epsilon(NOISE_MULTIPLIER, m.delta_rdp), float(m.delta_bound + m.delta_rdp),
                    sens, s_in, s_out, notes)
 
@@ -708,7 +788,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
 
 
 def audit_local(trials: int, seed: int, kind: str = "gaussian", sensitivity: str = "diameter",
-                progress: bool = True) -> Samples:
+                progress: bool = True, nonfinite: bool = False) -> Samples:
     """The local mechanisms of the entropic-LDP GAN (:func:`dpgen.privacy.local.laplace_mechanism`,
     :func:`gaussian_mechanism`), vectorised: one call privatises ``trials`` copies of the record.
     Records in a ball of radius 1 in R^4: +e0 in D, -e0 in D' (the diameter, the sensitivity of the
@@ -723,13 +803,17 @@ def audit_local(trials: int, seed: int, kind: str = "gaussian", sensitivity: str
     eps = LOCAL_EPSILON
     scores = []
     for sign in (1.0, -1.0):
+        rec = sign * x
+        if nonfinite and sign > 0:  # D's record holds an inf and a NaN value: projected to the ball's centre
+            rec[:, 0], rec[:, 1] = np.inf, np.nan
         if kind == "laplace":
-            rel, _ = laplace_mechanism(sign * x, eps, radius, rng=rng, sensitivity=sensitivity)
+            rel, _ = laplace_mechanism(rec, eps, radius, rng=rng, sensitivity=sensitivity)
         else:
-            rel, _ = gaussian_mechanism(sign * x, eps, DELTA, radius, rng=rng, sensitivity=sensitivity)
-        scores.append(rel[:, 0])
+            rel, _ = gaussian_mechanism(rec, eps, DELTA, radius, rng=rng, sensitivity=sensitivity)
+        scores.append(np.where(np.isfinite(rel).all(axis=1), rel[:, 0], NONFINITE_SCORE))
     name = "Laplace (l1 ball)" if kind == "laplace" else "Gaussian (l2 ball, analytic)"
-    return Samples(f"local {name} (dpgen/privacy/local.py)", f"sensitivity={sensitivity}, r={radius:g}",
+    return Samples(f"local {name} (dpgen/privacy/local.py)",
+                   _variant(f"sensitivity={sensitivity}, r={radius:g}", 1.0, nonfinite),
                    REPLACE_LOCAL, sensitivity == "diameter", eps, 0.0 if kind == "laplace" else DELTA, 2 * radius,
                    scores[0], scores[1])
 
@@ -767,8 +851,26 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("local/laplace", audit_local, {"kind": "laplace"}, trials_factor=10.0, fast=True, min_trials=100_000),
     AuditSpec("local/gaussian", audit_local, {"kind": "gaussian"}, trials_factor=20.0, fast=True,
               min_trials=200_000),
+    # non-finite canaries: a record with an inf and a NaN value must not tell D from D' (issue 24, finding 3)
+    AuditSpec("nonfinite/dpswd", audit_dpswd, {"nonfinite": True}, trials_factor=0.3, fast=True),
+    AuditSpec("nonfinite/dp_mean", audit_dp_mean, {"nonfinite": True}, trials_factor=0.3),
+    AuditSpec("nonfinite/dpmerf", audit_dpmerf, {"nonfinite": True}, trials_factor=0.3),
+    AuditSpec("nonfinite/dpsinkhorn", audit_dpsinkhorn, {"nonfinite": True}, trials_factor=0.3, fast=True),
+    AuditSpec("nonfinite/dpsinkhorn_dct", audit_dpsinkhorn_dct, {"nonfinite": True}, trials_factor=0.2),
+    AuditSpec("nonfinite/dpsinkhorn_param", audit_dpsinkhorn_param, {"nonfinite": True}, trials_factor=0.2),
+    AuditSpec("nonfinite/dpsgd", audit_dpsgd, {"nonfinite": True}, trials_factor=0.2, fast=True),
+    AuditSpec("nonfinite/dpdann", audit_dpdann, {"nonfinite": True}, trials_factor=0.2),
+    AuditSpec("nonfinite/da_dpswd", audit_da_dpswd, {"nonfinite": True}, trials_factor=0.3),
+    AuditSpec("nonfinite/local_gaussian", audit_local, {"kind": "gaussian", "nonfinite": True}, trials_factor=2.0,
+              min_trials=20_000),
     # not covered by the analysis: must be caught
     AuditSpec("dpswd/row_bound=none", audit_dpswd, {"row_bound": "none"}, trials_factor=0.5, fast=True),
+    AuditSpec("nonfinite/dpswd_naive_clip", audit_dpswd, {"nonfinite": True, "naive_clip": True}, trials_factor=0.1,
+              fast=True),
+    AuditSpec("nonfinite/dpsinkhorn_naive_clip", audit_dpsinkhorn, {"nonfinite": True, "naive_clip": True},
+              trials_factor=0.1),
+    AuditSpec("nonfinite/dpsgd_naive_clip", audit_dpsgd, {"nonfinite": True, "naive_clip": True},
+              trials_factor=0.1, fast=True),
     AuditSpec("da_dpswd/batch_max", audit_da_dpswd, {"row_bound": "batch_max"}, trials_factor=0.5),
     AuditSpec("da_dpswd/through", audit_da_dpswd, {"target_grad": "through"}, trials_factor=0.5),
     AuditSpec("dpsinkhorn/leaky_logger", audit_leaky_logger, {}, trials_factor=0.2, fast=True),
