@@ -18,6 +18,11 @@ def outputs_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+#: the training split sizes of ``fake_data_root``: a Poisson (add/remove) method runs only on a set of the
+#: declared, public size dataset.n_train, so tests on these files declare it
+FAKE_TRAIN_SIZES = {"mnist": 1000, "fashion_mnist": 1000, "mnist10k": 80, "usps": 200, "celeba": 6, "celeba32": 6}
+
+
 @pytest.fixture(scope="session")
 def fake_data_root(tmp_path_factory):
     """A data_root holding tiny files in each real on-disk layout (MNIST, FashionMNIST, USPS, CelebA)."""

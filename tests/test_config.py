@@ -55,15 +55,24 @@ def _experiment_task(experiment):
     return "generation" if "override /task: generation" in text else "accounting"
 
 
+def _fake_size(overrides):
+    """``dataset.n_train=<size of its fake_data_root training split>`` for the dataset ``overrides`` pick."""
+    from conftest import FAKE_TRAIN_SIZES
+
+    name = validate(_compose(overrides)).dataset.name
+    return f"dataset.n_train={FAKE_TRAIN_SIZES[name]}" if name in FAKE_TRAIN_SIZES else "seed=0"
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_runs(experiment, tmp_path, fake_data_root):
     """Each preset runs: accounting presets in full, training presets for one step on tiny files."""
     if "override /task: classification" in (CONF / "experiment" / f"{experiment}.yaml").read_text():
         # DP-SGD presets (WDP Table 2): two steps on tiny files (cifar10/svhn have none: on fake MNIST files)
         extra = ["dataset=mnist"] if any(d in experiment for d in ("cifar10", "svhn")) else []
-        conf = validate(_compose([f"experiment={experiment}", *extra, "trainer.epochs=null", "trainer.steps=2",
-                                  "trainer.batch_size=8", "method.pair_examples=4", "trainer.progress=false",
-                                  f"dataset.data_root={fake_data_root}"]))
+        ov = [f"experiment={experiment}", *extra, "trainer.epochs=null", "trainer.steps=2",
+              "trainer.batch_size=8", "method.pair_examples=4", "trainer.progress=false",
+              f"dataset.data_root={fake_data_root}"]
+        conf = validate(_compose([*ov, _fake_size(ov)]))
         assert conf.experiment_name == experiment
         metrics = TASKS[conf.task.name](conf, output_dir=tmp_path)
         assert metrics["steps"] == 2 and metrics["privacy"]["steps_accounted"] == 2
@@ -73,9 +82,9 @@ def test_every_experiment_runs(experiment, tmp_path, fake_data_root):
         assert validate(_compose([f"experiment={experiment}"])).task.name == "domain_adaptation"
         return
     if _experiment_task(experiment) == "generation":
-        conf = validate(_compose([f"experiment={experiment}", "debug=default", "trainer.steps=1",
-                                  "trainer.batch_size=4", "task.eval_models=[]",
-                                  f"dataset.data_root={fake_data_root}"]))
+        ov = [f"experiment={experiment}", "debug=default", "trainer.steps=1", "trainer.batch_size=4",
+              "task.eval_models=[]", f"dataset.data_root={fake_data_root}"]
+        conf = validate(_compose([*ov, _fake_size(ov)]))
         assert conf.experiment_name == experiment
         metrics = TASKS[conf.task.name](conf, output_dir=tmp_path)
         assert metrics["steps"] == 1

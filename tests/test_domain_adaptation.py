@@ -60,9 +60,14 @@ def da_root(tmp_path_factory):
     return root
 
 
+#: the private targets' sizes in ``da_root`` (a Poisson method runs only on the declared, public size)
+DA_ROOT_TARGETS = {"da_um": 60, "da_mu": 50, "da_visda": 40, "da_office31_dw": 40}
+
+
 def _da_cfg(experiment, root, *extra):
+    n = [f"dataset.n_train={DA_ROOT_TARGETS[experiment]}"] if experiment in DA_ROOT_TARGETS else []
     return _compose([f"experiment={experiment}", "trainer.epochs=null", "trainer.steps=1", "trainer.batch_size=8",
-                     "trainer.progress=false", f"dataset.data_root={root}", *extra])
+                     "trainer.progress=false", f"dataset.data_root={root}", *n, *extra])
 
 
 # ---- the feature loaders read the documented layout ------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_three_accountants_match_the_core_on_a_training_trace(tmp_path, monkeypa
         return orig(self, distances)
 
     monkeypatch.setattr(DPSGD, "account", recording)
-    cfg = validate(_compose(["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}",
+    cfg = validate(_compose(["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
                              "trainer.steps=5", "trainer.batch_size=20", "trainer.progress=false",
                              "method.noise_multiplier=0.9", "method.pair_examples=5", "privacy.epsilon=50",
                              "trainer.checkpoint_every=2"]))
@@ -164,7 +164,7 @@ def test_accountant_state_survives_resume(tmp_path, monkeypatch, fake_data_root)
     from dpgen.tasks.classification import train_classifier
     from tests.test_config import _compose
 
-    ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}",
+    ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
           "trainer.steps=6", "trainer.batch_size=20", "trainer.progress=false", "trainer.checkpoint_every=2",
           "method.noise_multiplier=1.1", "method.pair_examples=4", "privacy.epsilon=50"]
     orig = DPSGD.account
@@ -205,7 +205,7 @@ def test_budget_stop_with_fixed_noise(tmp_path, fake_data_root):
 
     q = 20 / 1000  # fake MNIST: 1,000 training images, batch 20
     budget = 0.5 * (epsilon_for(1.0, q, 4, 1e-5, "poisson", "moments") + epsilon_for(1.0, q, 5, 1e-5, "poisson", "moments"))
-    ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}",
+    ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
           "trainer.steps=50", "trainer.batch_size=20", "trainer.progress=false", "method.noise_multiplier=1.0",
           "method.accountants=[moments]"]
     m = train_classifier(validate(_compose([*ov, f"privacy.epsilon={budget}"])), tmp_path)
@@ -223,7 +223,7 @@ def test_nonprivate_baseline_runs(tmp_path, fake_data_root):
     from tests.test_config import _compose
 
     cfg = validate(_compose(["task=classification", "method=dpsgd", "method.private=false", "dataset=mnist",
-                             f"dataset.data_root={fake_data_root}", "trainer.steps=3", "trainer.batch_size=50",
+                             f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.steps=3", "trainer.batch_size=50",
                              "trainer.progress=false"]))
     m = train_classifier(cfg, tmp_path)
     assert m["steps"] == 3 and not m["privacy"]["private"] and 0 <= m["test_acc"] <= 100
@@ -272,7 +272,7 @@ def test_run_with_batch_of_one_and_pairwise_accountants_is_refused(fake_data_roo
     from tests.test_config import _compose
 
     cfg = validate(_compose(["task=classification", "method=dpsgd", "dataset=mnist",
-                             f"dataset.data_root={fake_data_root}", "trainer.batch_size=1", "trainer.steps=1"]))
+                             f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.batch_size=1", "trainer.steps=1"]))
     with pytest.raises(ValueError, match=r"trainer\.batch_size=1 is invalid .*a batch of 1 has no pair"):
         train_classifier(cfg, tmp_path)
 
@@ -322,7 +322,7 @@ def test_classification_loop_takes_every_logger_and_ema(tmp_path, fake_data_root
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = validate(compose(config_name="config", overrides=[
             "task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
-            f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "trainer.steps=4", "trainer.batch_size=32",
+            f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.epochs=null", "trainer.steps=4", "trainer.batch_size=32",
             "trainer.log_every=2", "trainer.progress=false", f"logger={logger}", "trainer.ema=0.5"]))
     m = train_classifier(cfg, tmp_path)
     assert m["ema"] == 0.5 and "ema" in torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)

@@ -462,7 +462,8 @@ def _train_cfg(tmp_path, fake_data_root, overrides):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         return validate(compose(config_name="config", overrides=[
-            "experiment=dpsinkhorn_mnist", f"dataset.data_root={fake_data_root}", "trainer.progress=false",
+            "experiment=dpsinkhorn_mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
+            "trainer.progress=false",
             "task.eval_models=[]", "task.fid=false", "trainer.batch_size=4", "model.generator=mlp",
             "trainer.log_every=1", "trainer.checkpoint_every=2", *overrides]))
 

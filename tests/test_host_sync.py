@@ -72,14 +72,14 @@ def test_generation_steps_read_nothing_on_the_host(overrides, tmp_path, guarded_
 
 @pytest.mark.parametrize("method", ["dpswd", "swd", "dann", "dpdann"])
 def test_domain_adaptation_steps_read_nothing_on_the_host(method, fake_data_root, tmp_path, guarded_steps):
-    _run(["experiment=da_um", f"method={method}", "trainer.batch_size=16", f"dataset.data_root={fake_data_root}"],
-         tmp_path)
+    _run(["experiment=da_um", f"method={method}", "trainer.batch_size=16", f"dataset.data_root={fake_data_root}",
+          "dataset.n_train=100"], tmp_path)
     assert guarded_steps["steps"] == 4
 
 
 def test_dpsgd_steps_read_nothing_on_the_host(fake_data_root, tmp_path, guarded_steps):
     _run(["task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
-          f"dataset.data_root={fake_data_root}", "trainer.batch_size=30"], tmp_path)
+          f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.batch_size=30"], tmp_path)
     assert guarded_steps["steps"] >= 3
 
 

@@ -135,7 +135,7 @@ def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, gener
 
     if logger == "tensorboard":
         pytest.importorskip("tensorboard")
-    cfg = _cfg("method=dpsinkhorn", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=40",
+    cfg = _cfg("method=dpsinkhorn", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=40", "dataset.n_train=40",
                "trainer.log_every=1", f"logger={logger}", f"model.generator={generator}", "model.dct_size=4")
     _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 40, _patch_method(
         ImageGradientMechanism, "privatize", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
@@ -149,6 +149,7 @@ def test_dpsinkhorn_param_publishes_no_clean_loss(tmp_path, monkeypatch):
     from dpgen.train import train_generative
 
     cfg = _cfg("method=dpsinkhorn_param", "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=20",
+               "dataset.n_train=20",
                "trainer.log_every=1", "model.generator=mlp")
     _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 20, _patch_method(
         PerSampleGradientMechanism, "privatize_sum", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
@@ -167,7 +168,7 @@ def test_dpsgd_publishes_no_clean_loss(tmp_path, monkeypatch, fake_data_root):
         return out
 
     cfg = _cfg("task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
-               f"dataset.data_root={fake_data_root}", "trainer.epochs=null",
+               f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "dataset.n_train=30",
                "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1", "logger=csv")
     _assert_same_artefacts(tmp_path, monkeypatch, train_classifier, cfg, 30,
                            _patch_method(DPSGD, "private_gradient", wrap))
@@ -267,7 +268,7 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
         pytest.importorskip("tensorboard")
     if method == "dpsgd":
         args += ["method.accountants=[moments]", "trainer.batch_size=64", "dataset=mnist",
-                 f"dataset.data_root={fake_data_root}"]
+                 f"dataset.data_root={fake_data_root}", "dataset.n_train=1000"]
     ref = train(_cfg(*args), tmp_path / "ref")
     from dpgen.methods.dpsgd import DPSGD
     from dpgen.methods.dpswd import DPSWD
