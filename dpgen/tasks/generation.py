@@ -60,6 +60,11 @@ class GenerationTask(Task):
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
         gen = generator_from_config(cfg.model, self.shape, self.num_classes).to(device)
+        if cfg.trainer.batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                                              for m in gen.modules()):
+            raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size}: the generator ({cfg.model.generator}) has "
+                             "batch normalisation, which needs at least 2 generated samples per step; use "
+                             "trainer.batch_size >= 2")
         return method, {"generator": gen}
 
     def prepare(self, method, output_dir: Path) -> bool:
