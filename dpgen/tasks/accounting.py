@@ -245,10 +245,23 @@ def run_accounting(cfg: Config, output_dir: Path | None = None) -> Dict[str, Any
                          "dpsinkhorn_param, dpsinkhorn_adv, dpsgd, dpdann, dpmerf and entropic_ldp (a method outside "
                          "dpgen: "
                          "train it and read the ledger in the run's metrics.json)")
+    relation = None
+    if cfg.method.private:  # every privacy report names its neighbouring relation and how it treats n
+        from dpgen.privacy.ledger import RELATIONS
+
+        relation = (RELATIONS["without_replacement"] if name == "dpswd" else
+                    "replace one record (the number of records n is public)" if name == "dpmerf" else
+                    "replace one record (local DP: any two values of one record)" if name == "entropic_ldp" else
+                    RELATIONS["poisson"])
+        out["lines"].append(f"  neighbouring relation: {relation}; computed from public numbers only "
+                            f"(dataset.n_train = {cfg.dataset.n_train}, treated as public)")
     for line in out["lines"]:
         print(line)
     record = {"task": "accounting", "method": name, "dataset": cfg.dataset.name,
               "epsilon_budget": cfg.privacy.epsilon, "delta": cfg.privacy.delta, **out["summary"]}
+    if relation is not None:
+        record.update({"neighbouring_relation": relation,
+                       "dataset_size": f"n = {cfg.dataset.n_train} from dataset.n_train, treated as public"})
     if output_dir is not None:
         from dpgen.utils.run_dir import start_run_dir
 
