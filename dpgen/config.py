@@ -117,6 +117,10 @@ class DPSWDConfig(SWDConfig):
     #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta;
     #: dpgen's default). The paper presets set bernstein or clt
     bound: str = "frame"
+    #: bound=frame's directions: structured (random signs + orthonormal Hartley transforms, 3 rounds:
+    #: O(d log d) per row; dpgen's default) or haar (dense Haar-random orthonormal blocks, O(d k^2) per
+    #: draw). Both are exactly orthonormal blocks: the same sensitivity
+    directions: str = "structured"
     #: noisy copies of each generated row (lower-variance gradients, same privacy); the paper: 1
     fake_copies: int = 8
     #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
@@ -138,6 +142,7 @@ class DPSWDConfig(SWDConfig):
         if self.noise_multiplier is not None:
             check_positive(self.noise_multiplier, "method.noise_multiplier")
         _choice(self.bound, "method.bound", BOUNDS)
+        _choice(self.directions, "method.directions", ("structured", "haar"))
         _choice(self.convention, "method.convention", CONVENTIONS)
         if not 0.0 < self.delta_split < 1.0:
             raise ConfigError(f"method.delta_split={self.delta_split} is invalid: it must lie in (0, 1).")

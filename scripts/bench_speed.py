@@ -8,7 +8,9 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
                     | floor: matmul + torch.sort + mean | peer: POT's sliced_wasserstein_distance
   sinkhorn_loss     Sinkhorn divergence forward+backward, d = 784 + 10 labels, eps 0.05, batch 50 / 500 /
                     2000 (5000 on a GPU) | dpgen's static log-domain loop vs geomloss tensorized (the peer)
-  frame_draw        bound=frame directions d = 7840, k = 1000 | the Householder reflectors drawn directly
+  dpswd_mnist       DP-SWD at MNIST size (d = 7840, k = 1000, B = 100): loss fwd+bwd with structured frames
+                    (dpgen's default) vs Haar frames | floor: fixed dense directions; training s/step
+  frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
                     accountant step included | backend static vs tensorized (geomloss)
@@ -137,6 +139,61 @@ def bench_frame(repeats):
     return [{"what": "bound=frame directions, d = 7840, k = 1000", "unit": "ms", **{k: 1e3 * v for k, v in t.items()}}]
 
 
+def bench_dpswd_mnist(repeats, steps):
+    """dpgen's DP-SWD at MNIST size: rows pixels (outer) one-hot label (d = 7,840), k = 1,000, batch 100,
+    8 noisy copies of each generated row. The loss fwd+bwd with structured frames (dpgen's default)
+    and Haar frames, beside the floor: the same loss with a fixed dense direction matrix (the direction
+    draw free). Then whole training steps (generator, loss, accountant) with each."""
+    import tempfile
+
+    from dpgen.config import compose_config
+    from dpgen.methods.dpswd import DPSWD
+    from dpgen.train import train_generative
+
+    def method(kind):
+        cfg = compose_config(["method=dpswd", "dataset=mnist", f"method.directions={kind}",
+                              "method.noise_multiplier=1.0"])
+        m = DPSWD(cfg, num_classes=10, data_dim=784, n_private=60000, steps=100, batch_size=100,
+                  image_shape=(1, 28, 28))
+        m.rng = torch.Generator(device=DEV).manual_seed(0)
+        return m
+
+    g = torch.Generator(device=DEV).manual_seed(0)
+    real = torch.rand(100, 1, 28, 28, device=DEV, generator=g)
+    fake = torch.rand(100, 1, 28, 28, device=DEV, generator=g).requires_grad_()
+    y = torch.randint(0, 10, (100,), device=DEV, generator=g)
+    ms = {k: method(k) for k in ("structured", "haar")}
+    fixed = torch.randn(7840, 1000, device=DEV, generator=g)
+    fixed = fixed / fixed.norm(dim=0, keepdim=True)
+    floor_m = method("haar")
+    floor_m.frame = False  # i.i.d. directions path, with the directions handed in below
+
+    def floor_loss(a):
+        from dpgen.losses.sliced import sliced_wasserstein
+        return sliced_wasserstein(floor_m.rows(real, y).detach(), floor_m.rows(a, y), projections=fixed,
+                                  sigma=floor_m.sigma, generator=floor_m.rng, y_copies=8)
+
+    t = timed({"structured frame (dpgen)": fb(lambda a: ms["structured"].loss(a, y, real, y), fake),
+               "Haar frame": fb(lambda a: ms["haar"].loss(a, y, real, y), fake),
+               "floor (fixed dense directions)": fb(floor_loss, fake)}, max(2, repeats // 2))
+    rows = [{"what": "DP-SWD loss fwd+bwd at MNIST size: d = 7840 (pixels x one-hot), k = 1000, B = 100, "
+                     "8 copies", "unit": "ms", **{k: 1e3 * v for k, v in t.items()}}]
+    row = {"what": "DP-SWD training on MNIST-size data (dpgen's default method, B = 100, k = 1000, d = 7840)",
+           "unit": "s/step"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = _mnist_like_root(Path(tmp))
+        for kind in ("structured", "haar"):
+            cfg = compose_config(["method=dpswd", "dataset=mnist", f"dataset.data_root={root}", "trainer.epochs=null",
+                                  f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
+                                  f"trainer.device={DEV.type}", f"method.directions={kind}",
+                                  f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
+            m = train_generative(cfg, Path(tmp) / f"run_{kind}")
+            row[kind] = 1.0 / m["steps_per_second"]
+    row["goal"] = 0.3
+    rows.append(row)
+    return rows
+
+
 def _mnist_like_root(tmp: Path, n: int = 8000) -> Path:
     import numpy as np
 
@@ -241,6 +298,7 @@ def main(argv=None):
     parts = [("swd_loss", lambda: bench_swd(args.repeats, args.quick)),
              ("sinkhorn_loss", lambda: bench_sinkhorn(args.repeats, args.quick)),
              ("frame_draw", lambda: bench_frame(args.repeats)),
+             ("dpswd_mnist", lambda: bench_dpswd_mnist(args.repeats, steps)),
              ("dpsinkhorn_steps", lambda: bench_dpsinkhorn(steps)),
              ("param_per_sample", lambda: bench_param_per_sample(args.repeats)),
              ("da_steps", lambda: bench_da(steps * 2))]

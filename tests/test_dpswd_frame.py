@@ -214,3 +214,87 @@ def test_tensorboard_logger_writes_events(tmp_path):
                "logger=tensorboard", "method.center=none")
     train_generative(cfg, tmp_path)
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+# ---- structured frames (method.directions=structured, the default) ----------------------------
+
+@pytest.mark.parametrize("d,k", [(10, 10), (10, 25), (64, 1000), (640, 640), (100, 7), (7840, 30)])
+def test_structured_frame_is_orthonormal_blocks_with_the_frame_sensitivity(d, k):
+    from dpgen.privacy.dpswd import StructuredFrame
+
+    g = torch.Generator().manual_seed(d * 1000 + k)
+    f = StructuredFrame.draw(d, k, g)
+    u = f.matrix()
+    assert u.shape == (d, k) and f.k == k
+    for j in range(0, k, d):  # each block exactly orthonormal
+        blk = u[:, j:j + d]
+        torch.testing.assert_close(blk.T @ blk, torch.eye(blk.shape[1], dtype=torch.float64), atol=1e-12, rtol=0)
+    # the operator is the matrix: rows -> rows @ U (float32 rows come back float32)
+    x = torch.randn(5, d, generator=g)
+    got = f(x)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), x.double() @ u, atol=1e-5, rtol=1e-5)
+    # sensitivity by simulation: random unit z and the top eigendirection of U U^T never exceed the bound
+    z = torch.randn(500, d, generator=g, dtype=torch.float64)
+    z = z / z.norm(dim=1, keepdim=True)
+    assert (f(z) ** 2).sum(1).max().item() <= frame_bound(k, d) + 1e-9
+    if d <= 640:
+        top = torch.linalg.eigvalsh(u @ u.T).max().item()
+        assert top <= frame_bound(k, d) + 1e-9
+        if k % d == 0:
+            torch.testing.assert_close(u @ u.T, (k / d) * torch.eye(d, dtype=torch.float64))
+
+
+def _fourth_moment_ratios(d, rounds, reps, seed=0):
+    """E (z.u)^4 over the frame's columns, divided by the uniform law's 3 / (d (d + 2)), for sparse, dense,
+    random and block (tensor-label-like) unit z; and E (z.u)^2 d (the uniform law: 1)."""
+    from dpgen.privacy.dpswd import StructuredFrame
+
+    g = torch.Generator().manual_seed(seed)
+    e1 = torch.eye(d, dtype=torch.float64)[0]
+    ones = torch.ones(d, dtype=torch.float64) / math.sqrt(d)
+    rnd = torch.randn(d, generator=g, dtype=torch.float64)
+    blk = torch.zeros(d, dtype=torch.float64)
+    blk[: max(1, d // 10)] = 1.0
+    z = torch.stack([e1, ones, rnd / rnd.norm(), blk / blk.norm()])
+    m2, m4 = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    for _ in range(reps):
+        p = StructuredFrame.draw(d, d, g, rounds=rounds)(z)
+        m2 += (p ** 2).mean(1)
+        m4 += (p ** 4).mean(1)
+    return (m2 / reps * d).tolist(), (m4 / reps * d * (d + 2) / 3).tolist()
+
+
+@pytest.mark.parametrize("d", [64, 784])
+def test_structured_directions_have_the_moments_of_uniform_directions(d):
+    """A column u of a structured frame against u uniform on S^{d-1}: E (z.u)^2 = 1/d exactly (an
+    orthonormal block), E (z.u)^4 = 3 / (d (d + 2)) within 3 %, for a coordinate vector, the flat
+    vector, a random vector and a block vector (the tensor-label rows). One round (one sign diagonal
+    and one Hartley transform) fails it (a coordinate vector gives 1/3 of the uniform value): the test
+    can fail."""
+    m2, m4 = _fourth_moment_ratios(d, rounds=3, reps=400 if d == 64 else 40)
+    assert m2 == pytest.approx([1.0] * 4, abs=1e-9)
+    assert m4 == pytest.approx([1.0] * 4, abs=0.03)
+    _, m4_one = _fourth_moment_ratios(d, rounds=1, reps=50)
+    assert m4_one[0] < 0.4
+
+
+def test_dpswd_uses_structured_frames_by_default_and_haar_on_request():
+    from dpgen.methods.dpswd import DPSWD
+    from dpgen.privacy.dpswd import StructuredFrame
+
+    for kind in ("structured", "haar"):
+        cfg = _cfg("method=dpswd", f"method.directions={kind}", "method.k=50")
+        m = DPSWD(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=10, image_shape=(1, 8, 8))
+        m.rng = torch.Generator().manual_seed(0)
+        assert m.privacy_report()["directions"].startswith(f"stacked random orthonormal blocks ({kind}")
+        x = torch.rand(10, 1, 8, 8)
+        y = torch.randint(0, 10, (10,))
+        fake = torch.rand(10, 1, 8, 8, requires_grad=True)
+        m.loss(fake, y, x, y).backward()
+        assert torch.isfinite(fake.grad).all()
+    assert compose_config([]).method.directions == "structured"
+    with pytest.raises(ConfigError, match="method.directions"):
+        compose_config(["method.directions=hadamard"])
+    assert isinstance(__import__("dpgen.privacy.dpswd", fromlist=["x"]).frame_directions(8, 3, torch.Generator()),
+                      StructuredFrame)

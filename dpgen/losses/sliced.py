@@ -71,8 +71,9 @@ def sliced_wasserstein(
 ) -> torch.Tensor:
     """Empirical SWD_p^p between samples ``x`` (n, d) and ``y`` (m, d); DP_sigma SWD when sigma > 0.
 
-    ``projections``: a fixed (d, k) matrix of unit columns (else k = ``n_projections`` fresh ones,
-    drawn with ``generator``). ``noise_x`` / ``noise_y`` choose which side gets the N(0, sigma^2)
+    ``projections``: a fixed (d, k) matrix of unit columns, or a callable mapping rows (n, d) to their
+    k projections (n, k), e.g. :class:`dpgen.privacy.dpswd.StructuredFrame` (else k = ``n_projections``
+    fresh ones, drawn with ``generator``). ``noise_x`` / ``noise_y`` choose which side gets the N(0, sigma^2)
     noise (Algorithm 1 noises both). Unequal sample sizes compare quantile functions at
     max(n, m) levels. ``y_copies`` = c compares c independently noised copies of every row of y
     (the same as passing ``y.repeat(c, 1)``, with y projected once instead of c times).
@@ -90,8 +91,10 @@ def sliced_wasserstein(
         if n_projections <= 0:
             raise ValueError(f"n_projections={n_projections!r} is invalid: k must be a positive integer")
         projections = random_projections(d, n_projections, generator, x.device, x.dtype)
-    px = x @ projections
-    py = y @ projections
+    if callable(projections) and not isinstance(projections, torch.Tensor):  # a linear operator on rows
+        px, py = projections(x), projections(y)
+    else:
+        px, py = x @ projections, y @ projections
     if y_copies > 1:
         py = py.repeat(y_copies, 1)
     if sigma > 0:

@@ -68,6 +68,7 @@ class DASWD(DAMethod):
         self.sigma = 0.0
         #: bound=frame: directions drawn as stacked orthonormal blocks (its exact sensitivity needs them)
         self.frame = self.private and m.bound == "frame"
+        self.directions = getattr(m, "directions", "structured")
         #: SWD_2^2 x d (task.sliced_scale=dim): the distance in the rows' own units (post-processing)
         self.scale = float(self.feat_dim) if cfg.task.sliced_scale == "dim" else 1.0
 
@@ -87,9 +88,12 @@ class DASWD(DAMethod):
                         noise_s: torch.Tensor = None, noise_t: torch.Tensor = None) -> torch.Tensor:
         if U is None:
             if self.frame:
-                from dpgen.privacy.dpswd import orthogonal_directions
+                from dpgen.privacy.dpswd import frame_directions
 
-                U = orthogonal_directions(zs.shape[1], self.k, generator=self.rng, dtype=zs.dtype, device=zs.device)
+                U = frame_directions(zs.shape[1], self.k, self.rng, kind=self.directions, dtype=zs.dtype,
+                                     device=zs.device)
+                if not isinstance(U, torch.Tensor):  # a structured frame: dense here (the features' d is small)
+                    U = U.matrix(zs.dtype)
             else:
                 U = random_projections(zs.shape[1], self.k, self.rng, zs.device, zs.dtype)
         ps = bound_representation(zs, self.row_bound) @ U
@@ -148,7 +152,8 @@ class DADPSWD(WORGaussianLedger, DASWD):
             **self._ledger_report(),
             "k": self.k,
             "d": self.feat_dim,
-            "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
+            "directions": (f"stacked random orthonormal blocks ({self.directions}; bound=frame: exact sensitivity)"
+                           if self.frame
                            else "independent uniform unit vectors"),
             "sampling": "without_replacement (uniform random subset of batch_size target rows per step)",
             "row_bound": rows,

@@ -16,7 +16,9 @@ right labels and train downstream classifiers.
   rigorously bounded rows.
 
 Directions. ``bound=frame`` draws the k directions as stacked random orthonormal blocks
-(:func:`dpgen.privacy.dpswd.orthogonal_directions`): each is still uniform on the sphere, but the
+(``method.directions``: ``structured``, dpgen's default, random signs and orthonormal Hartley transforms,
+O(d log d) per row, :class:`dpgen.privacy.dpswd.StructuredFrame`; or ``haar``, dense Haar blocks,
+:func:`dpgen.privacy.dpswd.orthogonal_directions`): each block is exactly orthonormal, so the
 sensitivity is exactly sqrt(ceil(k / d)) -- no delta spent on a probabilistic bound, and no
 Bernstein slack. The other bounds use i.i.d. directions as Algorithm 1.
 
@@ -167,6 +169,7 @@ class SWD(GenerativeMethod):
         self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes and not tensor else 0.0))
         self.sigma = 0.0
         self.frame = self.private and m.bound == "frame"  # DP-SWD only (SWD's config has no bound)
+        self.directions = getattr(m, "directions", "structured")  # bound=frame: structured | haar
         lp = m.compare_lowpass
         self.lowpass = None
         if lp:
@@ -226,10 +229,10 @@ class SWD(GenerativeMethod):
         r_real, r_fake = self.rows(real, y_real).detach(), self.rows(fake, y_fake)
         u = None
         if self.frame:  # stacked orthonormal blocks: the exact sensitivity of bound=frame
-            from dpgen.privacy.dpswd import orthogonal_directions
+            from dpgen.privacy.dpswd import frame_directions
 
-            u = orthogonal_directions(r_real.shape[1], self.k, generator=self.rng, dtype=r_real.dtype,
-                                      device=r_real.device)
+            u = frame_directions(r_real.shape[1], self.k, self.rng, kind=self.directions, dtype=r_real.dtype,
+                                 device=r_real.device)
         # m noisy copies of each generated row: the generated side's smoothing N(0, sigma^2) is
         # averaged over m draws instead of one (less gradient variance). The private side and its
         # release are unchanged, so the privacy analysis is too.
@@ -286,8 +289,8 @@ class DPSWD(WORGaussianLedger, SWD):
             "compare_dim": self.compare_dim,
             "sampling": "without_replacement (uniform random subset of batch_size rows per step)",
             **self.center_info,
-            "directions": ("stacked random orthonormal blocks (bound=frame: exact sensitivity)" if self.frame
-                           else "i.i.d. uniform on the sphere (Algorithm 1)"),
+            "directions": (f"stacked random orthonormal blocks ({self.directions}; bound=frame: exact sensitivity)"
+                           if self.frame else "i.i.d. uniform on the sphere (Algorithm 1)"),
             "label_mode": self.label_mode,
             "compare_lowpass": (f"{self.lowpass.keep} x {self.lowpass.keep} lowest 2-D DCT frequencies per channel "
                                 "(a fixed contraction, applied before the row bound)" if self.lowpass is not None

@@ -273,7 +273,8 @@ DPSWD_CLASSES = 2
 
 
 def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "clip", noise_scale: float = 1.0,
-                progress: bool = True, nonfinite: bool = False, naive_clip: bool = False) -> Samples:
+                progress: bool = True, nonfinite: bool = False, naive_clip: bool = False,
+                directions: str = "structured") -> Samples:
     """One DP-SWD step (:class:`dpgen.methods.dpswd.DPSWD`: ``rows`` / ``bound_rows``, the directions,
     the noise inside ``sliced_wasserstein``), batch = the canary alone (B = 1), default method
     settings (tensor labels, 8 noisy copies of the generated row, center subtracted).
@@ -294,6 +295,7 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
     z = NOISE_MULTIPLIER
     d = int(np.prod(DPSWD_SHAPE))
     over = ["method=dpswd", f"method.bound={bound}", f"method.row_bound={row_bound}", "method.k=32",
+            f"method.directions={directions}",
             f"method.noise_multiplier={z * noise_scale}"]
     covered_rows = row_bound in ("clip", "scale")
     if not covered_rows:
@@ -334,7 +336,7 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
         s_in, s_out = side(x_in, f"dpswd {bound}/{row_bound} D"), side(x_out, f"dpswd {bound}/{row_bound} D'")
     sens = float(m.sigma / m.noise_multiplier)  # sqrt(w): the bound the noise is calibrated to
     delta = float(m.delta_bound + m.delta_rdp)
-    variant = f"bound={bound}, row_bound={row_bound}" + (", center=dp_mean (released constant)" if covered_rows else "")
+    variant = f"bound={bound}" + (f" ({directions})" if bound == "frame" else "") + f", row_bound={row_bound}" + (", center=dp_mean (released constant)" if covered_rows else "")
     return Samples("DP-SWD step (dpgen/methods/dpswd.py)", _variant(variant, noise_scale, nonfinite, naive_clip),
                    REPLACE_WOR, covered_rows and noise_scale == 1.0 and not naive_clip, gaussian_epsilon(z, m.delta_rdp),
                    delta, sens, s_in, s_out,
@@ -837,6 +839,7 @@ class AuditSpec:
 
 AUDITS: List[AuditSpec] = [
     AuditSpec("dpswd/frame", audit_dpswd, {"bound": "frame"}, fast=True),
+    AuditSpec("dpswd/frame_haar", audit_dpswd, {"bound": "frame", "directions": "haar"}),
     AuditSpec("dpswd/bernstein", audit_dpswd, {"bound": "bernstein"}),
     AuditSpec("dpswd/chernoff", audit_dpswd, {"bound": "chernoff"}),
     AuditSpec("dpswd/clt", audit_dpswd, {"bound": "clt"}),

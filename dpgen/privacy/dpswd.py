@@ -207,6 +207,92 @@ def orthogonal_directions(d: int, k: int, generator=None, dtype=None, device=Non
     return u.astype(dtype, copy=False) if dtype is not None else u
 
 
+FRAME_DIRECTIONS = ("structured", "haar")
+STRUCTURED_ROUNDS = 3
+
+
+def hartley(x):
+    """The orthonormal discrete Hartley transform along the last dimension, any length n:
+    (H x)_j = n^{-1/2} sum_i x_i (cos + sin)(2 pi i j / n). H is real, symmetric and orthogonal
+    (H = H^T = H^{-1}); one FFT, O(n log n) per row, differentiable."""
+    import torch
+
+    f = torch.fft.fft(x, norm="ortho")
+    return f.real - f.imag
+
+
+class StructuredFrame:
+    """k directions in R^d as ceil(k / d) blocks; block j is ``c_j`` columns, drawn without
+    replacement, of the orthogonal d x d matrix M_j that maps a row r to
+    r D_1 H D_2 H ... D_R H (R = ``rounds`` random-sign diagonals D and orthonormal Hartley
+    transforms H, the structured random orthogonal transform of Yu et al. 2016, "Orthogonal Random
+    Features", with the Hartley transform in place of Walsh-Hadamard so that any d works without
+    padding). Every M_j is exactly orthogonal, so each block is an orthonormal set and
+    U U^T <= ceil(k / d) I: the sensitivity is :func:`frame_bound`, as for Haar blocks. A column is
+    not exactly uniform on the sphere (its first moments are: tests/test_dpswd_frame.py), which
+    matters for the SWD estimate only, never for the privacy bound.
+
+    Applying it costs O(n d log d) for n rows (``frame(rows)``) instead of the O(d k^2) draw plus
+    O(n d k) product of dense Haar blocks. Computed in float64 (orthogonal to ~1e-15) and returned
+    in the rows' dtype. ``matrix()`` gives the dense d x k matrix (for tests and audits).
+    """
+
+    def __init__(self, signs, keep):
+        self.signs = signs  # (blocks, rounds, d) of +-1, float64
+        self.keep = keep  # a list of ``blocks`` index tensors, the columns kept from each M_j
+        self.d = int(signs.shape[-1])
+        self.k = int(sum(len(i) for i in keep))
+
+    @classmethod
+    def draw(cls, d: int, k: int, generator, device=None, rounds: int = STRUCTURED_ROUNDS):
+        import torch
+
+        d = check_positive_int(d, "d", "the data dimension")
+        k = check_positive_int(k, "k", "the number of random projection directions")
+        dev = device or generator.device
+        blocks = -(-k // d)
+        signs = torch.randint(0, 2, (blocks, rounds, d), generator=generator, device=dev).double() * 2 - 1
+        keep, left = [], k
+        for _ in range(blocks):
+            c = min(d, left)
+            keep.append(torch.randperm(d, generator=generator, device=dev)[:c])
+            left -= c
+        return cls(signs, keep)
+
+    def __call__(self, rows):
+        import torch
+
+        if rows.shape[-1] != self.d:
+            raise ValueError(f"the rows have dimension {rows.shape[-1]}, the frame was drawn for d={self.d}")
+        out = []
+        for j, idx in enumerate(self.keep):
+            y = rows.double()
+            for s in self.signs[j].to(rows.device):
+                y = hartley(y * s)
+            out.append(y[..., idx.to(rows.device)])
+        return torch.cat(out, dim=-1).to(rows.dtype)
+
+    def matrix(self, dtype=None):
+        """The dense d x k matrix U with ``frame(rows) == rows @ U``."""
+        import torch
+
+        eye = torch.eye(self.d, dtype=torch.float64, device=self.signs.device)
+        u = self(eye)
+        return u.to(dtype) if dtype is not None else u
+
+
+def frame_directions(d: int, k: int, generator, kind: str = "structured", dtype=None, device=None):
+    """The directions of ``bound=frame``: ``structured`` (:class:`StructuredFrame`, an operator
+    applied to rows, O(d log d) per row) or ``haar`` (:func:`orthogonal_directions`, a dense d x k
+    matrix of Haar blocks). Both stack ceil(k / d) exactly orthonormal blocks: the same
+    sensitivity, :func:`frame_bound`."""
+    if kind == "structured":
+        return StructuredFrame.draw(d, k, generator, device=device)
+    if kind == "haar":
+        return orthogonal_directions(d, k, generator=generator, dtype=dtype, device=device)
+    raise ValueError(f"frame directions {kind!r} are unknown: choose one of {FRAME_DIRECTIONS}")
+
+
 def sensitivity_bound(
     k: int, d: int, delta: float, bound: str = "bernstein", convention: str = "paper_text"
 ) -> float:
@@ -567,6 +653,10 @@ __all__ = [
     "dpswd_epsilon",
     "dpswd_epsilon_full_batch",
     "frame_bound",
+    "frame_directions",
+    "FRAME_DIRECTIONS",
+    "StructuredFrame",
+    "hartley",
     "haar_columns",
     "orthogonal_directions",
     "gaussian_mechanism",

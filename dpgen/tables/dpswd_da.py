@@ -47,7 +47,7 @@ METHODS = {"dann": "DANN", "swd": "SWD", "dpdann": "DP-DANN", "dpswd": "DP-SWD",
 PAPER_COLUMN = {"dpswd_paper": "dpswd", "dpswd_frame": "dpswd"}
 #: variants: the method they run and their extra overrides
 VARIANTS = {"dpswd": ("dpswd", ["+variant=dpswd_bernstein"]),  # Table 1 used the Bernstein bound
-            "dpswd_frame": ("dpswd", []),  # dpgen's default mechanism: bound=frame, clipped rows
+            "dpswd_frame": ("dpswd", ["method.directions=haar"]),  # dpgen's default mechanism: bound=frame, clipped rows
             "dpswd_paper": ("dpswd", ["+variant=dpswd_alg2_published"])}  # conf/variant/*.yaml
 DIGITS = ("mu", "um")
 SCALES = table_scales("dpswd_da")  # conf/scale/{smoke,cpu,paper}.yaml
