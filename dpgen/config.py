@@ -610,8 +610,13 @@ class TrainerConfig:
     #: classifier), evaluated and released instead of the last iterate (null: off). Post-processing of
     #: the released iterates: no privacy cost.
     ema: Optional[float] = None
+    #: CPU threads: auto (this process's share of the cores it may use, shared with the other dpgen runs on
+    #: the machine and re-read while training; OMP_NUM_THREADS wins) or a positive integer (dpgen/utils/threads.py)
+    threads: str = "auto"
 
     def __post_init__(self) -> None:
+        if str(self.threads) != "auto" and not (str(self.threads).isdigit() and int(self.threads) > 0):
+            raise ConfigError(f"trainer.threads={self.threads} is invalid: use auto or a positive integer (e.g. 1).")
         if self.ema is not None and not 0.0 < self.ema < 1.0:
             raise ConfigError(f"trainer.ema={self.ema} is invalid: give a decay in (0, 1) (e.g. 0.99) or null.")
         _choice(self.optimizer, "trainer.optimizer", ("adam", "sgd", "rmsprop"))

@@ -391,3 +391,19 @@ def test_w2_exact_and_gaussian():
         w2_distance(x, y[:, :2])
     with pytest.raises(ValueError):
         w2_distance(x, y, method="sinkhorn")
+
+
+def test_the_cnn_dropout_keeps_each_unit_with_probability_one_minus_p():
+    from dpgen.eval.classifiers import Dropout
+
+    torch.manual_seed(0)
+    d = Dropout(0.5)
+    x = torch.ones(200_000)
+    out = d(x)
+    kept = (out != 0).float().mean().item()
+    assert abs(kept - 0.5) < 4 * (0.25 / 200_000) ** 0.5  # binomial, 4 standard errors
+    assert set(torch.unique(out).tolist()) <= {0.0, 2.0}  # kept units scaled by 1 / (1 - p)
+    assert abs(out.mean().item() - 1.0) < 0.01
+    d.eval()
+    assert torch.equal(d(x), x)
+    assert torch.equal(Dropout(1.0)(x), torch.zeros_like(x)) and torch.equal(Dropout(0.0)(x), x)

@@ -188,12 +188,13 @@ def usps_h5_candidates(root: Path) -> List[Path]:
 
 
 def load_usps(root: Path, split: str = "train", download: bool = False, *,
-              resize: Optional[int] = None, pad: int = 0) -> ArrayDataset:
+              resize: Optional[int] = None, pad: int = 0, train_limit: Optional[int] = None) -> ArrayDataset:
     """USPS 16x16 (7,291 train / 2,007 test), from ``usps.h5`` (``root/usps/usps.h5`` then
     ``<shared>/data/usps/usps.h5``) or torchvision's ``root/usps/usps.bz2`` / ``usps.t.bz2``.
     ``resize`` rescales (bilinear) the 16x16 digits; ``pad`` then adds that many zero pixels on each
     side. ``resize=20, pad=4`` gives MNIST's framing (a digit in a centred 20x20 box of a 28x28
-    image; the MNIST<->USPS presets use it), ``resize=28`` stretches the digit over the whole frame."""
+    image; the MNIST<->USPS presets use it), ``resize=28`` stretches the digit over the whole frame.
+    ``train_limit`` keeps the first that many training records (the test split stays whole)."""
     check_split("usps", split)
     h5_paths = usps_h5_candidates(root)
     bz2_path = root / "usps" / ("usps.bz2" if split == "train" else "usps.t.bz2")
@@ -223,6 +224,10 @@ def load_usps(root: Path, split: str = "train", download: bool = False, *,
     pad = int(pad or 0)
     if pad < 0:
         raise ValueError(f"usps: pad={pad} is invalid: it is a number of pixels >= 0 added on each side")
+    if train_limit is not None and split == "train":
+        if int(train_limit) < 1:
+            raise ValueError(f"usps: train_limit={train_limit} is invalid: give a number of records >= 1")
+        X, y = X[:int(train_limit)], y[:int(train_limit)]
     X = resize_images(X, resize)
     if pad:
         X = torch.nn.functional.pad(X, (pad, pad, pad, pad))

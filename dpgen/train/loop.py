@@ -95,6 +95,10 @@ class Task:
         every = self.cfg.trainer.log_every * 10
         return {"epsilon": method.epsilon()} if method.private and (step % every == 0 or last) else {}
 
+    def evaluation_estimate(self, cfg) -> "tuple[float, str]":
+        """(rough seconds, a description) of what ``evaluate`` will do, for the long-run notice."""
+        return 0.0, ""
+
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
         """The task's metrics of the trained (or averaged) networks, after training."""
         return {}
@@ -174,8 +178,34 @@ def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
     return report
 
 
+#: a run expected to take longer than this (training left + evaluation) says so after its first steps
+LONG_RUN_S = 600.0
+
+
+def long_run_notice(cfg, task: "Task", steps_left: int, s_per_step: float) -> Optional[str]:
+    """The notice printed after a run's first steps when it will take more than :data:`LONG_RUN_S`:
+    the steps left at the measured speed, the evaluation that follows, the quick-run overrides.
+    Timing and step counts only (public): nothing computed from the private records."""
+    train_s = steps_left * s_per_step
+    eval_s, eval_what = task.evaluation_estimate(cfg)
+    if train_s + eval_s <= LONG_RUN_S:
+        return None
+    return (f"[dpgen] this run will take about {(train_s + eval_s) / 60:.0f} min: {steps_left:,} more steps at "
+            f"{s_per_step:.3g} s/step (measured) = {train_s / 60:.1f} min of training"
+            + (f", then {eval_what} (about {eval_s / 60:.1f} min)" if eval_what else "")
+            + ". A quick run: trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]; "
+            "a long run survives interruptions with resume=auto (README, Quick runs).")
+
+
 def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     """Train ``cfg.method`` on ``task``; evaluate; write the run's files. Returns ``metrics.json``."""
+    from dpgen.utils.threads import ThreadShare
+
+    with ThreadShare(cfg.trainer.threads) as threads:
+        return _fit(cfg, task, output_dir, threads)
+
+
+def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     from tqdm.auto import tqdm
 
     from dpgen.utils.run_dir import start_run_dir
@@ -238,7 +268,14 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     last_logs: Dict[str, Any] = {}
     first_bad = torch.zeros((), dtype=torch.long, device=device)
     step0, t_loop = step, time.time()
+    warned = False
     while step < target_steps:
+        threads.rebalance()
+        if not warned and step - step0 >= 20:  # the run's own speed after its first steps
+            warned = True
+            note = long_run_notice(cfg, task, target_steps - step, (time.time() - t_loop) / (step - step0))
+            if note:
+                bar.write(note)
         batch = task.next_batch(method, sampler_gen, step, target_steps)
         if batch is None:  # nothing to learn from and no mechanism to run (an empty non-private batch)
             step += 1
@@ -307,7 +344,11 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
         "steps_per_second": round((step - step0) / loop_s, 3) if loop_s > 0 and step > step0 else None,
         "checkpoint": str(ckpt.path),
     }
+    threads.rebalance()
+    t_eval = time.time()
     metrics.update(task.evaluate(cfg, evaluated, method, device, out))
+    metrics["eval_seconds"] = round(time.time() - t_eval, 2)
+    metrics["threads"] = threads.describe()
     metrics["wall_seconds"] = round(time.time() - t_start, 2)
     write_json(out / "metrics.json", metrics)
     publisher.finish()

@@ -1,0 +1,45 @@
+"""A run longer than 10 minutes says so after its first steps (dpgen/train/loop.py, long_run_notice)."""
+
+from dpgen.config import compose_config
+from dpgen.train import loop
+
+
+class _Task(loop.Task):
+    def __init__(self, eval_s=0.0, what=""):
+        self.eval = (eval_s, what)
+
+    def evaluation_estimate(self, cfg):
+        return self.eval
+
+
+def test_a_short_run_says_nothing_and_a_long_one_gives_time_steps_and_quick_overrides():
+    cfg = compose_config([])
+    assert loop.long_run_notice(cfg, _Task(), 1000, 0.1) is None  # 100 s
+    note = loop.long_run_notice(cfg, _Task(300.0, "CNN on 60,000 synthetic samples"), 18000, 0.67)
+    assert "18,000 more steps at 0.67 s/step" in note and "201.0 min of training" in note
+    assert "CNN on 60,000 synthetic samples (about 5.0 min)" in note
+    assert "trainer.steps=" in note and "task.n_synthetic=" in note and "resume=auto" in note
+    # the evaluation alone can make a run long
+    assert loop.long_run_notice(cfg, _Task(900.0, "x"), 10, 0.01) is not None
+
+
+def test_generation_estimates_its_evaluation_from_the_protocol():
+    from dpgen.tasks.generation import GenerationTask
+
+    t = GenerationTask()
+    t.n_private, t.shape = 60000, (1, 28, 28)
+    cfg = compose_config(["dataset=mnist", "task.eval_models=[logreg,mlp,cnn]", "task.n_synthetic=60000"])
+    secs, what = t.evaluation_estimate(cfg)
+    assert "LogReg/MLP/CNN on 60,000 synthetic samples" in what and secs > 0
+    cfg = compose_config(["dataset=mnist", "task.eval_models=[]"])
+    assert t.evaluation_estimate(cfg) == (0.0, "")
+
+
+def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
+    from dpgen.train import train_generative
+
+    monkeypatch.setattr(loop, "LONG_RUN_S", 0.0)
+    cfg = compose_config(["trainer.progress=false", "trainer.epochs=null", "trainer.steps=25", "task.eval_models=[]"])
+    train_generative(cfg, tmp_path / "run")
+    out = capsys.readouterr()
+    assert "[dpgen] this run will take about" in out.out + out.err
