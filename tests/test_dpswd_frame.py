@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cfg(*overrides):
     """The validated config of ``python run.py`` with small evaluation settings and ``overrides``."""
-    return compose_config(["trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
+    pin = [] if any(o.startswith("method=") for o in overrides) else ["method=dpswd"]  # the default before issue 25
+    return compose_config([*pin, "trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
 
 
 @pytest.mark.parametrize("d,k", [(10, 10), (10, 25), (64, 1000), (640, 640), (100, 7)])
@@ -293,8 +294,8 @@ def test_dpswd_uses_structured_frames_by_default_and_haar_on_request():
         fake = torch.rand(10, 1, 8, 8, requires_grad=True)
         m.loss(fake, y, x, y).backward()
         assert torch.isfinite(fake.grad).all()
-    assert compose_config([]).method.directions == "structured"
+    assert compose_config(["method=dpswd"]).method.directions == "structured"
     with pytest.raises(ConfigError, match="method.directions"):
-        compose_config(["method.directions=hadamard"])
+        compose_config(["method=dpswd", "method.directions=hadamard"])
     assert isinstance(__import__("dpgen.privacy.dpswd", fromlist=["x"]).frame_directions(8, 3, torch.Generator()),
                       StructuredFrame)

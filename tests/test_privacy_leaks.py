@@ -25,7 +25,7 @@ from dpgen.config import register_configs, validate
 ROOT = Path(__file__).resolve().parents[1]
 register_configs()
 #: metrics fields that are timings or where the files went, not functions of the data
-_VOLATILE = {"wall_seconds", "train_seconds", "loop_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
+_VOLATILE = {"wall_seconds", "eval_seconds", "train_seconds", "loop_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
              "samples_png", "release_cache", "cache", "timing", "timed_steps"}
 
 
@@ -33,7 +33,8 @@ def _cfg(*overrides):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         generation = not any(o.startswith("task=") and o != "task=generation" for o in overrides)
-        c = compose(config_name="config", overrides=["trainer.progress=false", "privacy.secret_randomness=false",
+        pin = [] if any(o.startswith("method=") for o in overrides) else ["method=dpswd"]  # default before issue 25
+        c = compose(config_name="config", overrides=[*pin, "trainer.progress=false", "privacy.secret_randomness=false",
                                                      *(["task.eval_models=[]"] if generation else []), *overrides])
     return validate(c)
 
@@ -182,8 +183,10 @@ def _dpswd_release_patch(monkeypatch, rep):
     def released_sw(x, y, n_projections=1000, p=2, sigma=0.0, projections=None, generator=None, y_copies=1):
         u = projections if projections is not None else random_projections(x.shape[1], n_projections, generator,
                                                                             x.device, x.dtype)
-        px = rep(x @ u + sigma * torch.randn((x.shape[0], u.shape[1]), generator=generator, dtype=x.dtype))
-        py = (y @ u).repeat(y_copies, 1)
+        proj = u if callable(u) and not isinstance(u, torch.Tensor) else (lambda r: r @ u)  # a structured frame
+        px = proj(x)
+        px = rep(px + sigma * torch.randn(px.shape, generator=generator, dtype=x.dtype))
+        py = proj(y).repeat(y_copies, 1)
         py = py + sigma * torch.randn(py.shape, generator=generator, dtype=y.dtype)
         return sliced_from_projections(px, py, p)
 

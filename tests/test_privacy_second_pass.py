@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cfg(*overrides):
-    return compose_config(["trainer.progress=false", "task.eval_models=[]", *overrides])
+    pin = [] if any(o.startswith("method=") for o in overrides) else ["method=dpswd"]  # the default before issue 25
+    return compose_config([*pin, "trainer.progress=false", "task.eval_models=[]", *overrides])
 
 
 def _digits_fit(out, *overrides):
@@ -409,6 +410,22 @@ def no_class_count(data_root, split, download):
 
 
 def test_the_default_report_says_its_settings_were_chosen_on_private_data(tmp_path):
+    """DP-SWD on digits (the default before issue 25) keeps settings chosen on digits: its report says so."""
     m = _digits_fit(tmp_path, "trainer.steps=2")
     assert "digits' test split" in m["privacy"]["not_covered"]
     assert "charged to no ledger" in m["privacy"]["not_covered"]
+
+
+def test_the_embedded_default_was_picked_on_a_public_proxy(tmp_path):
+    """Issue 25: ``python run.py`` (DP-Sinkhorn, DCT barrier) has settings picked on dataset=usps8, so its report
+    carries no selection caveat; the proxy is USPS, not digits."""
+    from dpgen.config import compose_config
+    from dpgen.train import train_generative
+
+    cfg = compose_config(["trainer.progress=false", "task.eval_models=[]", "trainer.steps=2"])
+    assert cfg.method.name == "dpsinkhorn" and cfg.model.generator == "dct" and cfg.privacy.selected_on_private is None
+    m = train_generative(cfg, tmp_path)
+    assert m["privacy"].get("settings_selected_on_private_data") is None
+    assert "digits' test split" not in str(m["privacy"].get("not_covered", ""))
+    proxy = compose_config(["dataset=usps8"]).dataset
+    assert proxy.name == "usps8" and proxy.n_train == 1437 and list(proxy.shape) == [1, 8, 8]

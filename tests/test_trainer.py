@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cfg(*overrides):
     """The validated config of ``python run.py`` with small evaluation settings and ``overrides``."""
-    return compose_config(["trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
+    pin = [] if any(o.startswith("method=") for o in overrides) else ["method=dpswd"]  # the default before issue 25
+    return compose_config([*pin, "trainer.progress=false", "task.n_synthetic=500", "task.eval_max_epochs=3", *overrides])
 
 
 def test_rows_are_bounded_as_lemma_2_needs():
@@ -110,7 +111,7 @@ def test_unknown_generator_and_oversized_batch_are_named():
 def _run(out, *args, **kw):
     return subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), f"hydra.run.dir={out}", "trainer.progress=false",
-         "task.eval_models=[]", *args],
+         "task.eval_models=[]", *([] if any(a.startswith("method=") for a in args) else ["method=dpswd"]), *args],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
@@ -197,7 +198,7 @@ def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
 @pytest.mark.parametrize("args,named", [
     (["dataset=mnist"], "MNIST/raw/train-images-idx3-ubyte"),
     (["trainer.batch_size=5000"], "trainer.batch_size=5000"),
-    (["method.k=0"], "method.k=0"),
+    (["method=dpswd", "method.k=0"], "method.k=0"),
 ])
 def test_cli_bad_input_gives_a_clear_error(tmp_path, args, named):
     env = {**os.environ, "DPGEN_DATA_ROOT": str(tmp_path / "nodata"), "DPGEN_SHARED": str(tmp_path / "noshared")}

@@ -31,6 +31,7 @@ from dpgen.data.images import (
     load_mnist10k,
     load_svhn,
     load_usps,
+    load_usps8,
     read_idx,
     write_idx,
 )
@@ -101,6 +102,9 @@ DATASETS: Dict[str, DatasetSpec] = {
         DatasetSpec("usps", load_usps, (1, 16, 16), 10, "USPS 7,291 / 2,007 (resize=20, pad=4: MNIST's 28x28 framing)",
                     "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2",
                     shape_fn=_image_shape(1, 16)),
+        DatasetSpec("usps8", load_usps8, (1, 8, 8), 10,
+                    "USPS resized to 8x8, its first 1,437 training records / 2,007: the public proxy of digits",
+                    "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2"),
         DatasetSpec("cifar10", load_cifar10, (3, 32, 32), 10, "CIFAR-10 50,000 / 10,000",
                     "cifar-10-batches-py/{data_batch_1..5,test_batch}", shape_fn=_image_shape(3, 32)),
         DatasetSpec("svhn", load_svhn, (3, 32, 32), 10, "SVHN 73,257 / 26,032 (split=extra too)",

@@ -234,6 +234,14 @@ def load_usps(root: Path, split: str = "train", download: bool = False, *,
     return ArrayDataset(X, y, name="usps", num_classes=10, split=split, source=source)
 
 
+
+def load_usps8(root: Path, split: str = "train", download: bool = False) -> ArrayDataset:
+    """USPS at digits' size (8 x 8, the first 1,437 training records; the whole test split): the public proxy on
+    which the embedded default's settings were picked (``dataset=usps8``)."""
+    ds = load_usps(root, split, download, resize=8, train_limit=1437)
+    ds.name = "usps8"
+    return ds
+
 # ------------------------------------------------------------------------------------------------
 # CIFAR-10 (python pickle batches) and SVHN (.mat)
 # ------------------------------------------------------------------------------------------------

@@ -155,11 +155,14 @@ def holdout_split(y: np.ndarray, frac: float, seed: int) -> Tuple[np.ndarray, np
 #: training FLOPs per sample and epoch (forward + backward = 3 x forward; multiply-add = 2), for the
 #: floors of ``make bench`` and the long-run notice
 def train_flops_per_sample(name: str, image_shape: Sequence[int], n_classes: int = 10, hidden: int = 100) -> float:
-    c, h, w = (int(s) for s in image_shape)
-    d = c * h * w
+    shape = tuple(int(s) for s in image_shape)
+    d = int(np.prod(shape))
     if name == "mlp":
         return 3 * 2 * (d * hidden + hidden * n_classes)
     if name == "cnn":
+        if len(shape) != 3:
+            return 0.0  # no CNN on flat records
+        c, h, w = shape
         return 3 * 2 * (h * w * 32 * 9 * c + (h // 2) * (w // 2) * 64 * 32 * 9 + (h // 4) * (w // 4) * 64 * n_classes)
     if name == "logreg":  # one L-BFGS iteration over the whole set: X W and X^T (P - Y)
         return 2 * 2 * d * n_classes
