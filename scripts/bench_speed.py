@@ -185,7 +185,8 @@ def bench_dpswd_mnist(repeats, steps):
     with tempfile.TemporaryDirectory() as tmp:
         root = _mnist_like_root(Path(tmp))
         for kind in ("structured", "haar"):
-            cfg = compose_config(["method=dpswd", "dataset=mnist", f"dataset.data_root={root}", "trainer.epochs=null",
+            cfg = compose_config(["method=dpswd", "dataset=mnist", f"dataset.data_root={root}", "dataset.n_train=8000",
+                                  "trainer.epochs=null",
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   f"trainer.device={DEV.type}", f"method.directions={kind}",
                                   f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
@@ -280,7 +281,8 @@ def bench_dpsinkhorn(steps):
     with tempfile.TemporaryDirectory() as tmp:
         root = _mnist_like_root(Path(tmp))
         for backend in ("tensorized", "static", "tensorized", "static"):  # twice each: the first run warms up
-            cfg = compose_config(["experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "trainer.epochs=null",
+            cfg = compose_config(["experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "dataset.n_train=8000",
+                                  "trainer.epochs=null",
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   "task.fid=false", f"trainer.device={DEV.type}", f"method.backend={backend}",
                                   f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
@@ -350,6 +352,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="drop the largest sizes and shorten the training rows")
     ap.add_argument("--out", default=os.environ.get("DPGEN_OUTPUTS", "outputs") + "/bench")
+    ap.add_argument("--only", default="", help="comma list of parts to run (default: all)")
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
@@ -364,6 +367,14 @@ def main(argv=None):
              ("dpsinkhorn_steps", lambda: bench_dpsinkhorn(steps)),
              ("param_per_sample", lambda: bench_param_per_sample(args.repeats)),
              ("da_steps", lambda: bench_da(steps * 2))]
+    if args.only:
+        unknown = set(args.only.split(",")) - {n for n, _ in parts}
+        if unknown:
+            ap.error(f"--only: unknown parts {sorted(unknown)}; choose from {[n for n, _ in parts]}")
+        parts = [(n, f) for n, f in parts if n in args.only.split(",")]
+        stem_extra = "_" + "_".join(n for n, _ in parts)
+    else:
+        stem_extra = ""
     rows = []
     for name, fn in tqdm(parts, desc=f"speed on {DEV.type}", unit="part"):
         for r in fn():
@@ -373,9 +384,10 @@ def main(argv=None):
     meta = {"device": torch.cuda.get_device_name() if DEV.type == "cuda" else f"CPU ({os.cpu_count()} cores)",
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "load_average": [round(x, 2) for x in os.getloadavg()], "date": time.strftime("%Y-%m-%d %H:%M"),
-            "command": "python scripts/bench_speed.py" + (" --quick" if args.quick else "")}
+            "command": "python scripts/bench_speed.py" + (" --quick" if args.quick else "")
+            + (f" --only {args.only}" if args.only else "")}
     out = Path(args.out)
-    stem = f"speed_{DEV.type}" + ("_quick" if args.quick else "")
+    stem = f"speed_{DEV.type}" + ("_quick" if args.quick else "") + stem_extra
     atomic_write_text(out / f"{stem}.json", json.dumps({"meta": meta, "rows": rows}, indent=2))
     atomic_write_text(out / f"{stem}.md", to_markdown(meta, [{k: v for k, v in r.items() if k != "part"}
                                                              for r in rows]))

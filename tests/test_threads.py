@@ -26,6 +26,8 @@ def _sleeper():
 
 def test_auto_shares_the_cores_with_the_other_live_runs(tmp_path, two_cores):
     other = _sleeper()
+    torch.set_num_threads(3)
+    before = torch.get_num_threads()
     try:
         with T.ThreadShare("auto", folder=tmp_path) as share:
             assert share.share() == 2 and torch.get_num_threads() == 2  # alone
@@ -41,6 +43,7 @@ def test_auto_shares_the_cores_with_the_other_live_runs(tmp_path, two_cores):
             share.rebalance()  # the other run ended: its mark is removed, the cores come back
             assert torch.get_num_threads() == 2 and not (tmp_path / str(other.pid)).exists()
         assert not (tmp_path / str(os.getpid())).exists()  # this run's mark is gone at its end
+        assert torch.get_num_threads() == before  # and the caller's thread count is back
     finally:
         other.kill()
 

@@ -114,6 +114,9 @@ class ThreadShare:
             self.threads = n
 
     def __enter__(self) -> "ThreadShare":
+        import torch
+
+        self._before = torch.get_num_threads()  # restored at exit: a caller's own setting is left as it was
         try:  # every dpgen process registers: an auto one shares the cores the fixed ones leave
             self.folder.mkdir(parents=True, exist_ok=True)
             self._mark = self.folder / str(os.getpid())
@@ -135,6 +138,11 @@ class ThreadShare:
             self._apply(self.share())
 
     def __exit__(self, *exc) -> None:
+        if self.threads is not None and self.threads != self._before:
+            import torch
+
+            torch.set_num_threads(self._before)
+            self.threads = None
         if self._mark is not None:
             self._mark.unlink(missing_ok=True)
             self._mark = None
