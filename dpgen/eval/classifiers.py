@@ -169,8 +169,9 @@ def train_flops_per_sample(name: str, image_shape: Sequence[int], n_classes: int
     raise ValueError(f"unknown classifier {name!r}")
 
 
-#: sustained training throughput of the CPU classifiers relative to the machine's sgemm rate (measured by
-#: ``make bench``, eval part: CNN ~0.45, MLP ~0.6; L-BFGS iterations ~0.25) and a typical L-BFGS length
+#: sustained training throughput of the CPU classifiers relative to a per-thread rate of 60 GFLOP/s (``make bench``,
+#: eval part, on this workplace's CPU: sgemm 97 GFLOP/s per thread, the CNN at 1 / 1.62 of it on an idle core and
+#: about 1 / 2.6 beside another job; the MLP 1 / 1.7; L-BFGS 1 / 4.4), and a typical L-BFGS length
 _EFFICIENCY = {"logreg": 0.25, "mlp": 0.6, "cnn": 0.45}
 _LOGREG_ITERS = 300
 
