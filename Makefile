@@ -13,7 +13,8 @@ SCALE ?= smoke
 # where dataset files live (docs/DATA.md); empty: $$DPGEN_DATA_ROOT, else ./data
 DATA_ROOT ?=
 DATASETS ?= mnist,fashion_mnist
-# extra arguments of table-dpswd-da / fig-dpswd-eps, e.g. ARGS="--problems um --collect-only"
+# extra arguments of table-dpswd-da / fig-dpswd-eps, e.g. ARGS="--problems um --collect-only", and of
+# table-dpswd-generation, e.g. ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c"
 ARGS ?=
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
 comma := ,
@@ -42,7 +43,7 @@ help:
 	@echo "fig-wdp-composition       WDP Figure 2 -> outputs/tables/wdp_composition.csv + PNG"
 	@echo "fig-wdp-beta-delta        WDP Figure 3 -> outputs/figures/wdp_fig3_beta_delta.png"
 	@echo "check-dpsinkhorn-privacy  DP-Sinkhorn D.4 settings -> outputs/tables/dpsinkhorn_privacy.csv"
-	@echo "table-dpswd-generation    DP-SWD Table 2 (SCALE=smoke|cpu|paper, DATASETS=mnist,fashion_mnist, DATA_ROOT=)"
+	@echo "table-dpswd-generation    DP-SWD Table 2 (SCALE=smoke|cpu|paper, DATASETS=mnist,fashion_mnist, DATA_ROOT=, ARGS=\"--runs 1 --set trainer.epochs=10\"; finished runs are reused)"
 	@echo "fig-dpswd-toy             DP-SWD Figure 2 (SWD vs DP-SWD on Gaussians; SCALE=smoke|paper)"
 	@echo "fig-dpswd-celeba          DP-SWD CelebA FID (SWD, DP-SWD-c, DP-SWD-b; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "fig-ldp-manifolds         Entropic-LDP Figs 1, 6, 7 (manifolds; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_manifolds.csv"
@@ -106,7 +107,7 @@ tables:
 	$(PYTHON) scripts/tables.py
 
 table-dpswd-generation:
-	$(PYTHON) -m dpgen.tables.dpswd_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpswd_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-celeba:
 	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG)

@@ -79,8 +79,31 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
     folders = {dpswd_generation.run_folder("mnist", v, 0) for v in dpswd_generation.VARIANTS}
     assert len(folders) == len(dpswd_generation.VARIANTS)
     # absent data: the row says why instead of failing the table
-    missing = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(tmp_path / "empty"), variants=["SWD"])
+    missing = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(tmp_path / "empty"), variants=["SWD"],
+                                         reuse=False)
     assert missing[0]["status"].startswith("skipped:") and "MNIST" in missing[0]["status"]
+
+
+def test_dpswd_generation_table_reuses_finished_runs(outputs_tmp, fake_data_root, monkeypatch):
+    """A table assembled over several sessions: finished cells are read, not trained again; cells with
+    other --set overrides get their own folders; the unbounded rows compare with the paper's rows."""
+    import dpgen.train
+    from dpgen.tables import dpswd_generation
+
+    first = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
+
+    def no_training(cfg, out):
+        raise AssertionError(f"trained again in {out}")
+
+    monkeypatch.setattr(dpgen.train, "train_generative", no_training)
+    again = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
+    assert again[0]["mlp_mean"] == first[0]["mlp_mean"] and again[0]["wall_s"] == first[0]["wall_s"] > 0
+    with pytest.raises(AssertionError, match="trained again"):
+        dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"],
+                                   extra_overrides=["trainer.epochs=2"])
+    assert (dpswd_generation.run_folder("mnist", "SWD", 0, "smoke_trainer.epochs=2")
+            != dpswd_generation.run_folder("mnist", "SWD", 0, "smoke"))
+    assert dpswd_generation._paper("DP-SWD-c (rows unbounded)", "mnist") == {"mlp": 77.0, "logreg": 78.0}
 
 
 @pytest.mark.slow

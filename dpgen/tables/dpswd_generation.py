@@ -7,13 +7,18 @@ std over generations (5 at SCALE=paper). Each run is the experiment preset
 listed as skipped with the reason.
 
     python -m dpgen.tables.dpswd_generation --scale smoke|paper [--datasets mnist,fashion_mnist]
+        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--reuse false]
 
-Writes outputs/tables/dpswd_table2_generation.csv (+ .md); runs under outputs/runs/table2/.
+Writes outputs/tables/dpswd_table2_generation[_<set>].csv (+ .md); runs under
+outputs/runs/table2/<scale>[_<set>]/<dataset>/<row>/seed<k>/. A finished run there (its metrics.json) is
+read instead of trained again and an interrupted one resumes from its checkpoint (``resume=auto``), so a
+paper-length table is assembled over several sessions by running the same command again.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import time
@@ -31,6 +36,10 @@ VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "SWD": ("swd_{ds}", []),
     "DP-SWD-c": ("dpswd_{ds}_c", []),
     "DP-SWD-b": ("dpswd_{ds}_b", []),
+    # what the paper ran: [0, 1] pixel rows with norms up to 28, noise calibrated for rows within 1 of each
+    # other (no guarantee; the run's privacy report says so)
+    "DP-SWD-c (rows unbounded)": ("dpswd_{ds}_c", ["method.row_bound=none"]),
+    "DP-SWD-b (rows unbounded)": ("dpswd_{ds}_b", ["method.row_bound=none"]),
     "DP-SWD-ch (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_chernoff"]),  # conf/variant/*.yaml
     # dpgen's default variant: frame directions, tensor label rows, DP mean centering, noisy copies, EMA
     "DP-SWD-f (dpgen)": ("dpswd_{ds}_b", ["+variant=dpswd_dpgen"]),
@@ -45,19 +54,28 @@ PAPER_PREFIX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "mnist10k": "
 SCALES = table_scales("dpswd_generation")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
+PAPER_ROW = {"DP-SWD-c (rows unbounded)": "DP-SWD-c", "DP-SWD-b (rows unbounded)": "DP-SWD-b",
+             "DP-MERF (baseline)": "DP-MERF"}  # our row -> the paper's row it is compared with
+
+
 def _paper(method: str, ds: str) -> Dict[str, float]:
     rows = {r["method"]: r for r in read_paper_table("dpswd_table2_generation")}
-    r = rows.get(method)
+    r = rows.get(PAPER_ROW.get(method, method))
     if r is None:
         return {"mlp": None, "logreg": None}
     p = PAPER_PREFIX[ds]
     return {"mlp": float(r[f"{p}_MLP"]), "logreg": float(r[f"{p}_LogReg"])}
 
 
-def run_folder(ds: str, method: str, seed: int):
-    """outputs/runs/table2/<dataset>/<row slug>/seed<k>: one folder per row (two rows never share one)."""
-    slug = re.sub(r"[^A-Za-z0-9.]+", "_", method).strip("_")
-    return outputs_dir() / "runs" / "table2" / ds / slug / f"seed{seed}"
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
+
+
+def run_folder(ds: str, method: str, seed: int, tag: str = ""):
+    """outputs/runs/table2/[<tag>/]<dataset>/<row slug>/seed<k>: one folder per row and setting (two rows,
+    or one row at two scales, never share one)."""
+    base = outputs_dir() / "runs" / "table2"
+    return (base / _slug(tag) if tag else base) / ds / _slug(method) / f"seed{seed}"
 
 
 def applicable(preset: str, overrides: List[str]) -> List[str]:
@@ -67,11 +85,15 @@ def applicable(preset: str, overrides: List[str]) -> List[str]:
 
 
 def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str = None,
-              variants: List[str] = None) -> List[Dict]:
+              variants: List[str] = None, extra_overrides: List[str] = (), reuse: bool = True) -> List[Dict]:
+    """One row per dataset x variant, mean/std over ``runs`` generations. ``extra_overrides`` apply to
+    every cell and name the run folders (``<scale>_<overrides>``); with ``reuse`` a finished run's
+    metrics.json is read instead of training it again."""
     from dpgen.train import train_generative
 
     spec = SCALES[scale]
     runs = runs or spec["runs"]
+    tag = "_".join([scale, *extra_overrides])
     rows = []
     for ds in datasets:
         for method in variants or list(VARIANTS):
@@ -80,16 +102,25 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
             paper = _paper(method, ds)
             row = {"dataset": ds, "method": method, "mlp_paper": paper["mlp"], "logreg_paper": paper["logreg"]}
             accs = {"mlp": [], "logreg": []}
-            t0 = time.time()
+            wall = 0.0
             try:
                 for seed in range(runs):
-                    ov = [*applicable(preset, spec["overrides"]), *extra, f"seed={seed}", "trainer.progress=false"]
+                    ov = [*applicable(preset, [*spec["overrides"], *extra_overrides]), *extra, f"seed={seed}",
+                          "trainer.progress=false", "resume=auto"]
                     if data_root:
                         ov.append(f"dataset.data_root={data_root}")
                     cfg = compose_preset(preset, ov)
                     row["epsilon"] = cfg.privacy.epsilon if cfg.method.private else "inf"
-                    out = run_folder(ds, method, seed)
-                    m = train_generative(cfg, out)
+                    out = run_folder(ds, method, seed, tag)
+                    done = out / "metrics.json"
+                    if reuse and done.exists():
+                        m = json.loads(done.read_text())
+                        print(f"[dpgen] {ds} {method} seed {seed}: reusing the finished run in {out}", flush=True)
+                    else:
+                        t0 = time.time()
+                        m = train_generative(cfg, out)
+                        m.setdefault("wall_seconds", time.time() - t0)
+                    wall += float(m.get("wall_seconds") or 0.0)
                     for k in accs:
                         accs[k].append(m["downstream"][k]["test_acc"])
                     row.update(epsilon_spent=round(m["privacy"].get("epsilon_spent", 0.0), 4),
@@ -102,7 +133,7 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
                 if v:
                     row[f"{k}_mean"] = round(statistics.mean(v), 2)
                     row[f"{k}_std"] = round(statistics.stdev(v), 2) if len(v) > 1 else 0.0
-            row["wall_s"] = round(time.time() - t0, 1)
+            row["wall_s"] = round(wall, 1)  # the runs' own wall times (also when reused)
             rows.append(row)
             print(f"[dpgen] {ds} {method}: {row['status']}  MLP {row.get('mlp_mean')} (paper {paper['mlp']}), "
                   f"LogReg {row.get('logreg_mean')} (paper {paper['logreg']})", flush=True)
@@ -115,14 +146,32 @@ def main(argv=None):
     ap.add_argument("--datasets", default="mnist,fashion_mnist")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--data-root", default=None)
+    ap.add_argument("--rows", nargs="+", default=None, metavar="ROW",
+                    help="rows by name or folder name (default: all): " + "; ".join(f"{v!r} ({_slug(v)})" for v in VARIANTS))
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="overrides for every cell, e.g. trainer.epochs=10 (shortened runs; they name the run folders)")
+    ap.add_argument("--reuse", type=lambda s: s.lower() not in ("0", "false", "no"), default=True,
+                    help="read finished runs' metrics.json instead of training again (default true)")
     args = ap.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for d in datasets:
         if d not in PRESET_NAME:
             ap.error(f"--datasets: {d!r} is not one of {', '.join(PRESET_NAME)}")
-    rows = run_table(args.scale, datasets, args.runs, args.data_root)
+    variants = None
+    if args.rows:
+        by_slug = {_slug(v): v for v in VARIANTS}
+        variants = []
+        for r in args.rows:
+            if r not in VARIANTS and r not in by_slug:
+                ap.error(f"--rows: {r!r} is not a row; rows (name or folder name): "
+                         + "; ".join(f"{v!r} ({_slug(v)})" for v in VARIANTS))
+            variants.append(r if r in VARIANTS else by_slug[r])
+    for o in args.set:
+        if "=" not in o:
+            ap.error(f"--set: {o!r} is not KEY=VALUE (e.g. trainer.epochs=10)")
+    rows = run_table(args.scale, datasets, args.runs, args.data_root, variants, args.set, args.reuse)
     notes = [
-        f"SCALE={args.scale}: {SCALES[args.scale]['overrides']} on top of the presets "
+        f"SCALE={args.scale}: {SCALES[args.scale]['overrides'] + list(args.set)} on top of the presets "
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "
         "Table 3 generator, (10, 1e-5)).",
         "Paper columns: DP-SWD Table 2 (trained on 60,000 MNIST/FashionMNIST images, averaged over 5 "
@@ -138,7 +187,8 @@ def main(argv=None):
         "Downstream classifiers never see the real test set before testing (early stopping on a 10% "
         "holdout of the synthetic set).",
     ]
-    write_table("dpswd_table2_generation", rows, COLUMNS,
+    name = "dpswd_table2_generation" + ("_" + _slug("_".join(args.set)) if args.set else "")  # one file per setting
+    write_table(name, rows, COLUMNS,
                 title=f"DP-SWD Table 2: downstream accuracy (%) of synthetic data, SCALE={args.scale}", notes=notes)
     return rows
 
