@@ -1,3 +1,4 @@
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,38 @@ def outputs_tmp(tmp_path, monkeypatch):
     """Send every result file of the code under test to a temporary folder."""
     monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys, tmp_path):
+    """``python run.py <args>`` in this process (Hydra, validation and the ``dpgen: error:`` path, without
+    an interpreter start): returns (exit code, stdout + stderr). The run folder is a temporary one."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    def run(*args):
+        from dpgen.cli import main
+
+        monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path))
+        # no logging.config.dictConfig in-process: it closes every handler, and some (absl) then close
+        # the stream under them, here pytest's capture file
+        monkeypatch.setattr(sys, "argv", ["run.py", *args, f"hydra.run.dir={tmp_path / 'run'}",
+                                          "hydra/job_logging=none", "hydra/hydra_logging=none"])
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        GlobalHydra.instance().clear()
+        code = 0
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            GlobalHydra.instance().clear()
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    return run
 
 
 #: the training split sizes of ``fake_data_root``: a Poisson (add/remove) method runs only on a set of the

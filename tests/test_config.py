@@ -155,21 +155,29 @@ def _run(*args):
         (["privacy.epsilon=0"], "privacy.epsilon=0"),
     ],
 )
-def test_cli_errors_name_the_bad_value(args, named):
-    r = _run(*args)
-    assert r.returncode != 0
-    assert named in (r.stderr + r.stdout)
+def test_cli_errors_name_the_bad_value(run_cli, args, named):
+    code, text = run_cli(*args)
+    assert code != 0
+    assert named in text
 
 
-def test_cli_accounting_prints_sigma_and_budget_split():
-    r = _run("task=accounting", "method=dpswd", "dataset=mnist", "privacy.epsilon=10", "privacy.delta=1e-5",
-             "method.bound=bernstein", "method.label_mode=concat", "method.center=none")  # the paper's DP-SWD
-    assert r.returncode == 0, r.stderr
-    assert "calibrated sigma" in r.stdout and "delta split" in r.stdout
-    r = _run("task=accounting", "method=dpswd", "dataset=digits")  # dpgen's default variant
-    assert r.returncode == 0, r.stderr
-    assert "frame sensitivity bound" in r.stdout and "DP mean release" in r.stdout
-    assert "epsilon reached = 9.99" in r.stdout
+def test_cli_error_in_a_fresh_interpreter():
+    """The one smoke test through ``python run.py`` itself (the others run the same CLI in-process)."""
+    r = _run("privacy.delta=2")
+    assert r.returncode == 2
+    assert "dpgen: error: privacy.delta=2" in r.stderr
+
+
+def test_cli_accounting_prints_sigma_and_budget_split(run_cli):
+    code, text = run_cli("task=accounting", "method=dpswd", "dataset=mnist", "privacy.epsilon=10",
+                         "privacy.delta=1e-5", "method.bound=bernstein", "method.label_mode=concat",
+                         "method.center=none")  # the paper's DP-SWD
+    assert code == 0, text
+    assert "calibrated sigma" in text and "delta split" in text
+    code, text = run_cli("task=accounting", "method=dpswd", "dataset=digits")  # dpgen's DP-SWD variant
+    assert code == 0, text
+    assert "frame sensitivity bound" in text and "DP mean release" in text
+    assert "epsilon reached = 9.99" in text
 
 
 @pytest.mark.parametrize("overrides,noise", [

@@ -1,7 +1,6 @@
 """The shared trainer with DP-SWD: ledger, budget, resume after SIGKILL, NaN, row bounds."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -200,12 +199,12 @@ def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
     (["trainer.batch_size=5000"], "trainer.batch_size=5000"),
     (["method=dpswd", "method.k=0"], "method.k=0"),
 ])
-def test_cli_bad_input_gives_a_clear_error(tmp_path, args, named):
-    env = {**os.environ, "DPGEN_DATA_ROOT": str(tmp_path / "nodata"), "DPGEN_SHARED": str(tmp_path / "noshared")}
-    r = subprocess.run([sys.executable, str(ROOT / "run.py"), f"hydra.run.dir={tmp_path / 'run'}", *args],
-                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 2
-    assert "dpgen: error:" in r.stderr and named in r.stderr
+def test_cli_bad_input_gives_a_clear_error(run_cli, monkeypatch, tmp_path, args, named):
+    monkeypatch.setenv("DPGEN_DATA_ROOT", str(tmp_path / "nodata"))
+    monkeypatch.setenv("DPGEN_SHARED", str(tmp_path / "noshared"))
+    code, text = run_cli(*args)
+    assert code == 2
+    assert "dpgen: error:" in text and named in text
 
 
 def test_unbounded_rows_are_reported_as_not_private(tmp_path):
