@@ -158,11 +158,11 @@ fig-ldp-convergence:
 fig-ldp-trainsize:
 	$(PYTHON) -m dpgen.tables.ldp_trainsize --scale $(LDP_SCALE2) $(DATA_ROOT_ARG)
 
-# ---- empirical privacy audit (dpgen/privacy/audit.py, docs/PRIVACY_AUDIT.md) ----
+# ---- empirical privacy audit (dpgen/audit/canary.py, statistics in dpgen/privacy/audit_stats.py, docs/PRIVACY_AUDIT.md) ----
 # one-step canary audits through each method's real code path; exit code 1 if a guaranteed row fails
 # or a variant the analysis does not cover is missed. ARGS="--fast" | "--trials 20000" | "--only dpsgd,dpdann"
 audit:
-	$(PYTHON) -m dpgen.privacy.audit $(ARGS)
+	$(PYTHON) -m dpgen.audit.canary $(ARGS)
 
 # whole-run audit with one training run per row (dpgen/audit/one_run.py); exit code 1 if a full-noise row fails
 audit-run:

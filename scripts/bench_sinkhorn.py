@@ -97,7 +97,7 @@ def bench_training(steps):
     from hydra.core.global_hydra import GlobalHydra
 
     from dpgen.data.images import write_idx
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"

@@ -150,7 +150,7 @@ def bench_dpswd_mnist(repeats, steps):
 
     from dpgen.config import compose_config
     from dpgen.methods.dpswd import DPSWD
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     def method(kind):
         cfg = compose_config(["method=dpswd", "dataset=mnist", f"method.directions={kind}",
@@ -274,7 +274,7 @@ def bench_dpsinkhorn(steps):
     import tempfile
 
     from dpgen.config import compose_config
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     row = {"what": "DP-Sinkhorn training, batch 50 (Poisson), DCGAN 28 x 28, clip + noise + accountant",
            "unit": "steps/s"}

@@ -1,4 +1,4 @@
-"""The empirical one-step canary audit (dpgen/privacy/audit.py, ``make audit``): its statistics, that
+"""The empirical one-step canary audit (dpgen/audit/canary.py, ``make audit``; statistics in dpgen/privacy/audit_stats.py): its statistics, that
 the guaranteed mechanisms pass, that the variants dpgen says are not covered are caught, and that a
 mechanism with half its calibrated noise is caught too (the audit can fail)."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpgen.privacy import audit as A
+from dpgen.audit import canary as A
 
 ALPHA = 1 - A.CONFIDENCE
 

@@ -9,7 +9,7 @@ import torch
 
 from dpgen.config import compose_config
 from dpgen.methods.dpmerf import DPMERF, default_length_scale, mean_embedding, random_features
-from dpgen.privacy.audit import gaussian_epsilon
+from dpgen.privacy.audit_stats import gaussian_epsilon
 
 
 def _method(*overrides, n=50, classes=10, dim=64):
@@ -76,7 +76,7 @@ def test_epsilon_by_two_accountants():
 
 def test_training_reads_no_private_record_and_a_resume_releases_nothing_new(tmp_path, monkeypatch):
     from dpgen.config import ConfigError
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = compose_config(["method=dpmerf", "trainer.progress=false", "trainer.epochs=null", "trainer.steps=6",
                           "task.eval_models=[]", "trainer.log_every=3"])
@@ -115,7 +115,7 @@ def test_accounting_task_reports_the_release(tmp_path):
 
 
 def test_the_audit_passes_the_release_and_catches_too_little_noise():
-    from dpgen.privacy import audit as A
+    from dpgen.audit import canary as A
 
     (row,) = A.audit_rows(["dpmerf/release"], trials=4000, seed=2, progress=False)
     assert row["verdict"] == "pass", row

@@ -469,7 +469,7 @@ def _train_cfg(tmp_path, fake_data_root, overrides):
 
 
 def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, monkeypatch):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     calls = {"n": 0}
     orig = DPSinkhorn.sample_batch
@@ -489,7 +489,7 @@ def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, 
 
 def test_budget_reached_mid_epoch_stops_cleanly_and_saves(tmp_path, fake_data_root):
     from dpgen.privacy.accountants import epsilon_for
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     q = 4 / 1000
     budget = (epsilon_for(1.1, q, 3, 1e-5, "poisson") + epsilon_for(1.1, q, 4, 1e-5, "poisson")) / 2

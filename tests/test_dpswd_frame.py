@@ -111,7 +111,7 @@ def test_tensor_rows_put_pixels_in_their_class_block():
 
 
 def test_default_run_uses_frame_tensor_rows_and_reports_them(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]")
     m = train_generative(cfg, tmp_path)
@@ -143,7 +143,7 @@ def test_fake_copies_leave_the_private_release_unchanged(monkeypatch):
 
 
 def test_ema_is_checkpointed_and_bad_values_are_named(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]", "trainer.ema=0.9")
     train_generative(cfg, tmp_path)
@@ -209,7 +209,7 @@ def test_dp_mean_calibration_keeps_the_total_within_budget():
 
 def test_tensorboard_logger_writes_events(tmp_path):
     pytest.importorskip("tensorboard")
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=2", "trainer.log_every=1", "task.eval_models=[]",
                "logger=tensorboard", "method.center=none")

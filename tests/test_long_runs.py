@@ -36,7 +36,7 @@ def test_generation_estimates_its_evaluation_from_the_protocol():
 
 
 def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     monkeypatch.setattr(loop, "LONG_RUN_S", 0.0)
     cfg = compose_config(["trainer.progress=false", "trainer.epochs=null", "trainer.steps=25", "task.eval_models=[]"])

@@ -132,7 +132,7 @@ def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, gener
     """Finding 1: the clean Sinkhorn divergence was logged (842.5 on D, 844.8 on D'). ``dct``: the hook on
     the DCT coefficients (the release replayed there), nothing else differs either."""
     from dpgen.privacy.dpsinkhorn import ImageGradientMechanism
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     if logger == "tensorboard":
         pytest.importorskip("tensorboard")
@@ -147,7 +147,7 @@ def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, gener
 
 def test_dpsinkhorn_param_publishes_no_clean_loss(tmp_path, monkeypatch):
     from dpgen.privacy.dpsinkhorn import PerSampleGradientMechanism
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("method=dpsinkhorn_param", "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=20",
                "dataset.n_train=20",
@@ -198,7 +198,7 @@ def _dpswd_release_patch(monkeypatch, rep):
 def test_dpswd_with_dp_mean_writes_nothing_beyond_the_release(tmp_path, monkeypatch):
     """Findings 1 (DP-SWD's loss is post-processing: kept) and 7 (the exact count of rows clipped
     for the DP mean was published)."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1",
                "logger=csv", "method.k=50", "method.fake_copies=1")
@@ -209,7 +209,7 @@ def test_dpswd_with_dp_mean_writes_nothing_beyond_the_release(tmp_path, monkeypa
 def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkeypatch):
     """Finding 6: the release cache stored a SHA-256 of the whole clean dataset."""
     import dpgen.methods.entropic_ldp as ldp
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     def patch(monkeypatch, rep):
         orig = ldp.privatise
@@ -226,7 +226,7 @@ def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkey
 
 def test_resume_with_more_steps_keeps_the_noise_and_the_budget(tmp_path):
     """Finding 2: steps=20 then steps=40 resume=true spent epsilon 9.98 then 12.07 of 10."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     m1 = train_generative(_cfg("trainer.epochs=null", "trainer.steps=20"), tmp_path)
     c1 = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["method"]["center"]
@@ -248,7 +248,7 @@ def test_resume_with_more_steps_keeps_the_noise_and_the_budget(tmp_path):
     ("trainer.batch_size=50", "trainer.batch_size"),
 ])
 def test_resume_with_changed_privacy_settings_is_refused(tmp_path, changed, named):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     train_generative(_cfg("trainer.epochs=null", "trainer.steps=4"), tmp_path)
     with pytest.raises(ValueError, match=f"changed privacy settings.*{named}"):
@@ -262,7 +262,7 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
     """Finding 4: a crash at step 16 with the last checkpoint at 10 and a log line at 15 was resumed
     with a ledger of 10: steps 11-15 were published (csv logger) but never charged."""
     from dpgen.tasks.classification import train_classifier
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     train = train_generative if task == "generation" else train_classifier
     args = [f"task={task}", f"method={method}", "trainer.epochs=null", "trainer.steps=20", "trainer.log_every=5",
@@ -444,7 +444,7 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
 def test_resume_of_a_fixed_noise_run_asking_many_more_steps_stops_at_the_budget(tmp_path):
     """DP-Sinkhorn's noise is fixed; its first run fits the budget ("max_steps None"). A resume asking
     for far more steps must still stop where the ledger's budget ends."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     args = ["method=dpsinkhorn", "model.generator=mlp", "privacy.epsilon=2", "trainer.epochs=null",
             "trainer.batch_size=50", "trainer.log_every=1000"]

@@ -28,7 +28,7 @@ def _cfg(*overrides):
 
 
 def _digits_fit(out, *overrides):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     return train_generative(_cfg("trainer.epochs=null", *overrides), out)
 
@@ -420,7 +420,7 @@ def test_the_embedded_default_was_picked_on_a_public_proxy(tmp_path):
     """Issue 25: ``python run.py`` (DP-Sinkhorn, DCT barrier) has settings picked on dataset=usps8, so its report
     carries no selection caveat; the proxy is USPS, not digits."""
     from dpgen.config import compose_config
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = compose_config(["trainer.progress=false", "task.eval_models=[]", "trainer.steps=2"])
     assert cfg.method.name == "dpsinkhorn" and cfg.model.generator == "dct" and cfg.privacy.selected_on_private is None

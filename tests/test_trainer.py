@@ -38,7 +38,7 @@ def test_rows_are_bounded_as_lemma_2_needs():
 
 
 def test_accountant_counts_every_private_batch(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=7", "trainer.log_every=1", "task.eval_models=[]")
     m = train_generative(cfg, tmp_path)
@@ -54,7 +54,7 @@ def test_accountant_counts_every_private_batch(tmp_path):
 
 
 def test_run_refuses_to_exceed_the_budget(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("privacy.epsilon=0.3", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
                "method.k=50", "method.noise_multiplier=2.0", "method.center=none")
@@ -81,7 +81,8 @@ def _nan_loss_at_step(monkeypatch, k: int) -> None:
 
 
 def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
-    from dpgen.train import TrainingError, train_generative
+    from dpgen.tasks.generation import train_generative
+    from dpgen.train import TrainingError
 
     _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=1", "task.eval_models=[]")
@@ -100,7 +101,7 @@ def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
 def test_unknown_generator_and_oversized_batch_are_named():
     with pytest.raises(Exception, match="model.generator"):
         _cfg("model.generator=transformer")
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("trainer.batch_size=5000", "task.eval_models=[]")
     with pytest.raises(ValueError, match="batch_size=5000"):
@@ -208,7 +209,7 @@ def test_cli_bad_input_gives_a_clear_error(run_cli, monkeypatch, tmp_path, args,
 
 
 def test_unbounded_rows_are_reported_as_not_private(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     with pytest.warns(UserWarning, match="does NOT hold"):
         cfg = _cfg("method.row_bound=none", "trainer.epochs=null", "trainer.steps=2", "task.eval_models=[]")
@@ -234,7 +235,7 @@ def test_compression_to_compare_dim_is_a_contraction():
 
 
 def test_compare_dim_sets_the_accounted_dimension(tmp_path):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     cfg = _cfg("method.compare_dim=32", "trainer.epochs=null", "trainer.steps=2", "task.eval_models=[]")
     m = train_generative(cfg, tmp_path)
@@ -243,7 +244,7 @@ def test_compare_dim_sets_the_accounted_dimension(tmp_path):
 
 def test_mechanism_randomness_is_secret_by_default(tmp_path):
     """Subsampling and noise must not be predictable from the public seed (nor kept in checkpoints)."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     args = ("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]", "method.k=20")
     a = train_generative(_cfg(*args), tmp_path / "a")
@@ -256,7 +257,7 @@ def test_mechanism_randomness_is_secret_by_default(tmp_path):
 
 
 def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_data_root):
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     monkeypatch.setenv("DPGEN_FID_WEIGHTS", str(tmp_path / "no-weights"))
     monkeypatch.setattr("torch.hub.get_dir", lambda: str(tmp_path / "hub"))
@@ -269,7 +270,7 @@ def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_d
 @pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
 def test_generation_loop_takes_every_logger_and_ema(tmp_path, logger, monkeypatch):
     """The one loop gives every task the loggers and the EMA (classification and DA: their test files)."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     pytest.importorskip(logger)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -292,7 +293,8 @@ def test_a_nan_between_log_lines_is_found_before_anything_is_published(tmp_path,
     """The finite test stays on the device (no host sync per step) and is read before each log line and
     checkpoint: a NaN at step 4 with log and checkpoint every 5 steps stops the run at step 5, names step 4,
     keeps the step-0 checkpoint (nothing computed from the NaN went out) and charges the 5 steps that ran."""
-    from dpgen.train import TrainingError, train_generative
+    from dpgen.tasks.generation import train_generative
+    from dpgen.train import TrainingError
 
     _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=5", "trainer.log_every=5",

@@ -1,2 +1,3 @@
-"""Audits that run dpgen's real training: ``one_run`` (``make audit-run``). The one-step mechanism audit
-(``make audit``) is ``dpgen.privacy.audit``; the statistics of both live in ``dpgen.privacy``."""
+"""Audits that run dpgen's real code paths, an application above the privacy library (like ``dpgen.tables``):
+``canary`` (``make audit``: one step of every mechanism, canaries in the batch) and ``one_run`` (``make audit-run``:
+whole training runs). Their statistics live in ``dpgen.privacy`` (``audit_stats``, ``one_run_bound``)."""

@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.parametrizations import spectral_norm
 
-from dpgen.models.generators import ConditionalGenerator
+from dpgen.models.base import ConditionalGenerator
 
 
 class DCGANGenerator(ConditionalGenerator):

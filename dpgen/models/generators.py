@@ -32,55 +32,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from dpgen.models.base import ConditionalGenerator, count_parameters  # noqa: F401 (re-exported)
+from dpgen.models.dcgan import BigGAN32Generator, DCGANGenerator
 from dpgen.utils.dct import dct_matrix
-
-
-def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-class ConditionalGenerator(nn.Module):
-    """Base: ``forward(z, y)`` with y integer labels (one-hot encoded inside) or None."""
-
-    def __init__(self, code_dim: int, num_classes: int, out_shape: Sequence[int]):
-        super().__init__()
-        self.code_dim = int(code_dim)
-        self.num_classes = int(num_classes)
-        self.out_shape = tuple(int(s) for s in out_shape)
-
-    def inputs(self, z: torch.Tensor, y=None) -> torch.Tensor:
-        if self.num_classes > 0:
-            if y is None:
-                raise ValueError("this generator is class-conditional: pass labels y")
-            z = torch.cat([z, F.one_hot(y.long(), self.num_classes).to(z.dtype)], dim=1)
-        return z
-
-    def draw(self, n: int, y=None, generator=None, device=None):
-        """(latent codes z, labels y): labels drawn uniformly when y is None; data-independent."""
-        device = device or next(self.parameters()).device
-        z = torch.randn(n, self.code_dim, generator=generator, device=device)
-        if self.num_classes > 0 and y is None:
-            y = torch.randint(0, self.num_classes, (n,), generator=generator, device=device)
-        return z, y
-
-    def sample(self, n: int, y=None, generator=None, device=None):
-        """n samples; labels drawn uniformly when y is None. Returns (x, y)."""
-        z, y = self.draw(n, y, generator, device)
-        return self(z, y), y
-
-    # ---- the split at the last trainable layer (the privacy barrier of output-gradient mechanisms) ----
-    def code(self, z, y=None) -> torch.Tensor:
-        """The trainable layers' output (default: the whole generator)."""
-        return self(z, y)
-
-    def decode(self, code: torch.Tensor) -> torch.Tensor:
-        """Fixed, parameter-free, data-independent map from ``code`` to samples (default: identity)."""
-        return code
-
-    def sample_code(self, n: int, y=None, generator=None, device=None):
-        """(code, y) with ``decode(code)`` distributed as ``sample``'s x."""
-        z, y = self.draw(n, y, generator, device)
-        return self.code(z, y), y
 
 
 class MLPGenerator(ConditionalGenerator):
@@ -278,6 +232,4 @@ GENERATORS.update({
 
 
 # ---- DP-Sinkhorn generators (dp-sinkhorn.txt appendix D.3): dpgen/models/dcgan.py -------------------------
-from dpgen.models.dcgan import BigGAN32Generator, DCGANGenerator  # noqa: E402
-
 GENERATORS.update({"dcgan": DCGANGenerator, "biggan32": BigGAN32Generator})

@@ -101,7 +101,7 @@ def _load_generator(cfg, run_dir: Path):
 
 def run_preset(preset: str, overrides: Sequence[str], run_dir: Path, generations: int) -> Dict:
     """Train one preset, evaluate ``generations`` synthetic sets; metrics mean / std and the run's facts."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
     from dpgen.tasks.generation import evaluate_generator, fid_of_generator
 
     cfg = compose_preset(preset, [*overrides, "trainer.progress=false"])

@@ -26,7 +26,7 @@ SCALES = table_scales("dpswd_celeba")  # conf/scale/{smoke,cpu,paper}.yaml
 
 def main(argv=None):
     from dpgen.config import compose_preset
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")

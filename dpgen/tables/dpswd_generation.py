@@ -89,7 +89,7 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
     """One row per dataset x variant, mean/std over ``runs`` generations. ``extra_overrides`` apply to
     every cell and name the run folders (``<scale>_<overrides>``); with ``reuse`` a finished run's
     metrics.json is read instead of training it again."""
-    from dpgen.train import train_generative
+    from dpgen.tasks.generation import train_generative
 
     spec = SCALES[scale]
     runs = runs or spec["runs"]

@@ -236,3 +236,10 @@ def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:
                 "fid_real_images": n_real}
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
+
+
+def train_generative(cfg, output_dir) -> Dict[str, Any]:
+    """``fit`` on the generation task in ``output_dir``: returns its metrics."""
+    from dpgen.train.loop import fit
+
+    return fit(cfg, GenerationTask(), output_dir)
