@@ -286,8 +286,10 @@ class DPSGDConfig(MethodConfig):
     wdp_beta: float = 32.0
     #: examples per batch whose clipped gradients give the pairs of the bdp/wdp accountants (k(k-1)/2 pairs)
     pair_examples: int = 8
-    #: per-example gradients computed this many at a time (null: the whole batch at once)
+    #: per-example gradients computed this many at a time (null: the whole batch at once; per_sample=func)
     chunk_size: Optional[int] = 32
+    #: the clipped per-sample sum: ghost (opacus' fast gradient clipping, default) or func (torch.func, materialised)
+    per_sample: str = "ghost"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -296,6 +298,7 @@ class DPSGDConfig(MethodConfig):
             check_positive(self.noise_multiplier, "method.noise_multiplier")
         for a in self.accountants:
             _choice(a, "method.accountants[]", ("moments", "rdp", "opacus_rdp", "bdp", "wdp"))
+        _choice(self.per_sample, "method.per_sample", ("ghost", "func"))
         check_delta(self.bdp_delta, "method.bdp_delta")
         check_delta(self.wdp_delta, "method.wdp_delta")
         if not self.wdp_order >= 1:

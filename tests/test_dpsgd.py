@@ -331,3 +331,43 @@ def test_classification_loop_takes_every_logger_and_ema(tmp_path, fake_data_root
         assert rows[0].startswith("step,epoch,eps_moments") and len(rows) == 3
     elif logger == "tensorboard":
         assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("poison", [None, "inf", "nan"])
+def test_ghost_clipping_gives_the_clipped_sum_of_the_func_path(poison):
+    """method.per_sample=ghost (opacus' fast gradient clipping, the default) and func (torch.func,
+    materialised) release the same clipped sum, pair gradients and loss; a non-finite record adds
+    exactly nothing on both paths. Noise off (sigma tiny) so the sums compare directly."""
+    torch.manual_seed(0)
+    model = _tiny()  # group norm: per-sample parameters, like the WDP CNN
+    x, y = _batch(12)
+    x = x * torch.linspace(0.1, 30, 12).view(-1, *([1] * (x.dim() - 1)))  # some records clipped, some not
+    if poison:
+        x[3].view(-1)[0] = float(poison)
+    pair_idx = torch.tensor([5, 0, 7])
+    out = {}
+    for path in ("ghost", "func"):
+        m = DPSGD(clip=0.7, noise_multiplier=1e-9, sample_rate=0.1, expected_batch_size=12.0,
+                  accountants=["moments", "wdp"], per_sample=path, chunk_size=5)
+        loss, dist = m.private_gradient(model, x, y, noise_gen=torch.Generator().manual_seed(1), pair_idx=pair_idx)
+        out[path] = (torch.cat([p.grad.flatten() for p in model.parameters()]), dist, loss)
+    g, f = out["ghost"], out["func"]
+    assert torch.isfinite(g[0]).all()
+    torch.testing.assert_close(g[0], f[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(g[1], f[1], rtol=1e-4, atol=1e-6)
+    if poison is None:
+        torch.testing.assert_close(g[2], f[2], rtol=1e-5, atol=1e-6)
+    # the sum of 12 clipped gradients, divided by 12: each contributes at most C / 12
+    assert float(g[0].norm()) <= 0.7 * (1 + 1e-4)
+    if poison:  # the poisoned record adds nothing: the same sum as the batch without it, over 12
+        keep = torch.arange(12) != 3
+        ref = DPSGD(clip=0.7, noise_multiplier=1e-9, sample_rate=0.1, expected_batch_size=12.0,
+                    accountants=["moments"], per_sample="func")
+        ref.private_gradient(model, x[keep], y[keep], noise_gen=torch.Generator().manual_seed(1))
+        torch.testing.assert_close(g[0], torch.cat([p.grad.flatten() for p in model.parameters()]),
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_per_sample_choice_is_validated():
+    with pytest.raises(PrivacyParameterError, match="method.per_sample"):
+        DPSGD(clip=1.0, noise_multiplier=1.0, sample_rate=0.1, expected_batch_size=4.0, per_sample="fast")

@@ -518,15 +518,19 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
 
 
 def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True, nonfinite: bool = False,
-                naive_clip: bool = False) -> Samples:
-    """DP-SGD (:meth:`dpgen.methods.dpsgd.DPSGD.private_gradient`: torch.func per-example gradients,
-    clipping, noise) on a fixed linear classifier. D' = {r}, D = {r, canary}; the canary (10 e0,
-    label 1) has a gradient of norm ~7 > C. Score: B <p.grad, unit direction of the canary's gradient>."""
+                naive_clip: bool = False, per_sample: str = "ghost") -> Samples:
+    """DP-SGD (:meth:`dpgen.methods.dpsgd.DPSGD.private_gradient`: the clipped per-example sum by
+    ``per_sample`` = ghost (opacus' fast gradient clipping, the default) or func (torch.func), then noise)
+    on a fixed linear classifier. D' = {r}, D = {r, canary}; the canary (10 e0, label 1) has a gradient
+    of norm ~7 > C. Score: B <p.grad, unit direction of the canary's gradient>. The naive-clip variant
+    replays a1b9f60's DP-SGD: the func path with its clip arithmetic."""
     from dpgen.methods.dpsgd import DPSGD, flatten_gradients, per_sample_gradients
 
     b = 2
+    if naive_clip:
+        per_sample = "func"
     m = DPSGD(clip=1.0, noise_multiplier=NOISE_MULTIPLIER * noise_scale, sample_rate=b / 1000, expected_batch_size=b,
-              accountants=(), delta=DELTA)
+              accountants=(), delta=DELTA, per_sample=per_sample)
     model = _set_weights(torch.nn.Linear(16, 2), seed=3, scale=0.1)
     xr = torch.randn(1, 16, generator=_gen(4)) / 4
     yr = torch.zeros(1, dtype=torch.long)
@@ -549,7 +553,8 @@ def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool
     with _maybe(naive_clip, legacy_clip):
         s_in = side(torch.cat([xr, _poison(xc) if nonfinite else xc]), torch.cat([yr, yc]), "dpsgd D")
         s_out = side(xr, yr, "dpsgd D'")
-    return Samples("DP-SGD (dpgen/methods/dpsgd.py)", _variant(f"C={m.clip}, B={b}", noise_scale, nonfinite, naive_clip),
+    return Samples("DP-SGD (dpgen/methods/dpsgd.py)",
+                   _variant(f"C={m.clip}, B={b}, per_sample={per_sample}", noise_scale, nonfinite, naive_clip),
                    ADD_REMOVE_POISSON, noise_scale == 1.0 and not naive_clip, gaussian_epsilon(NOISE_MULTIPLIER, DELTA),
                    DELTA,
                    m.clip, s_in, s_out, [f"canary's gradient norm before clipping {raw_norm:.3g}"])
@@ -732,6 +737,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpsinkhorn/dct", audit_dpsinkhorn_dct, {}, trials_factor=0.5),
     AuditSpec("dpsinkhorn_param/per_sample", audit_dpsinkhorn_param, {}, trials_factor=0.5),
     AuditSpec("dpsgd", audit_dpsgd, {}, trials_factor=0.5, fast=True),
+    AuditSpec("dpsgd/func", audit_dpsgd, {"per_sample": "func"}, trials_factor=0.5),
     AuditSpec("dpdann", audit_dpdann, {}, trials_factor=0.5),
     AuditSpec("da_dpswd/clip", audit_da_dpswd, {}),
     AuditSpec("local/laplace", audit_local, {"kind": "laplace"}, trials_factor=10.0, fast=True, min_trials=100_000),
@@ -745,6 +751,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("nonfinite/dpsinkhorn_dct", audit_dpsinkhorn_dct, {"nonfinite": True}, trials_factor=0.2),
     AuditSpec("nonfinite/dpsinkhorn_param", audit_dpsinkhorn_param, {"nonfinite": True}, trials_factor=0.2),
     AuditSpec("nonfinite/dpsgd", audit_dpsgd, {"nonfinite": True}, trials_factor=0.2, fast=True),
+    AuditSpec("nonfinite/dpsgd_func", audit_dpsgd, {"nonfinite": True, "per_sample": "func"}, trials_factor=0.2),
     AuditSpec("nonfinite/dpdann", audit_dpdann, {"nonfinite": True}, trials_factor=0.2),
     AuditSpec("nonfinite/da_dpswd", audit_da_dpswd, {"nonfinite": True}, trials_factor=0.3),
     AuditSpec("nonfinite/local_gaussian", audit_local, {"kind": "gaussian", "nonfinite": True}, trials_factor=2.0,

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
 from dpgen.privacy.ledger import Ledger
-from dpgen.privacy import clipping
 from dpgen.privacy.clipping import clip_per_sample
 
 
@@ -106,45 +105,27 @@ class OpacusPerSample(_OpacusCopy):
         return self.names, grads
 
 
-class OpacusGhostClip(_OpacusCopy):
-    """The clipped per-sample sum  sum_i min(1, C / ||grad l_i||) grad l_i  without materialising the
-    per-sample gradients of the linear layers: opacus' fast gradient clipping (ghost norms for Linear,
-    per-sample conv gradients through its conv grad sampler). Pass 1 back-propagates sum_i l_i with opacus'
-    hooks on and reads the per-sample norms; pass 2 back-propagates sum_i c_i l_i (c_i the clip factors,
-    constants) with the hooks off, whose gradient is exactly the clipped sum. A record whose loss or
-    gradient norm is not finite gets c_i = 0 and, in pass 2, a zero input: a fresh forward pass, because
-    back-propagating 0 through the non-finite activations it left in pass 1's graph would give NaN for
-    every record (0 x inf), so its contribution is exactly 0 and the sensitivity C holds for every input.
-    About twice as fast as :func:`per_sample_grads` + :func:`clip_per_sample` on the digits networks
-    (``scripts/bench_da.py``); a test checks both give the same sum and norms."""
+def _bce_ones(out: torch.Tensor) -> torch.Tensor:
+    out = out.reshape(-1)
+    return F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="none")
+
+
+class OpacusGhostClip:
+    """The clipped per-sample sum of the target term's gradients w.r.t. (g, D), by the privacy library's
+    :class:`dpgen.privacy.per_sample.GhostClippedSum` (opacus' fast gradient clipping; a non-finite record
+    contributes exactly 0). About twice as fast as :func:`per_sample_grads` + :func:`clip_per_sample` on
+    the digits networks (``scripts/bench_da.py``); a test checks both give the same sum and norms."""
 
     def __init__(self, g, disc, clip: float):
-        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        from dpgen.privacy.per_sample import GhostClippedSum
 
         self.clip = float(clip)
-        super().__init__(g, disc, lambda m: GradSampleModuleFastGradientClipping(
-            m, max_grad_norm=self.clip, use_ghost_clipping=True, loss_reduction="sum"))
+        self.names = [f"g.{k}" for k, _ in g.named_parameters()] + [f"d.{k}" for k, _ in disc.named_parameters()]
+        self.ghost = GhostClippedSum([g, disc], _bce_ones, self.clip)
 
     def __call__(self, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor], torch.Tensor]:
         """(names, clipped sums, per-sample gradient norms before clipping)."""
-        import warnings
-
-        params = self._refresh()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.gsm.enable_hooks()
-            losses = self._losses(xt)
-            losses.sum().backward()
-            norms = self.gsm.get_norm_sample().detach()
-            coef = clipping.clip_factors(torch.where(torch.isfinite(losses.detach()), norms, norms.new_full((), float("inf"))),
-                                self.clip)  # 0 for a record whose loss or norm is not finite
-            self._clear()
-            self.gsm.disable_hooks()
-            keep = (coef > 0).view(-1, *([1] * (xt.dim() - 1)))
-            safe = torch.where(keep, xt, torch.zeros((), dtype=xt.dtype, device=xt.device))
-            (coef * self._losses(safe)).sum().backward()
-        sums = [v.grad.detach().clone() for v in params]
-        self._clear()
+        sums, norms, _ = self.ghost(xt)
         return self.names, sums, norms
 
 

@@ -36,7 +36,7 @@ def make_dpsgd(cfg, n: int, steps: int) -> DPSGD:
     m, t, p = cfg.method, cfg.trainer, cfg.privacy
     q = t.batch_size / n
     common = dict(clip=m.clip, sample_rate=q, expected_batch_size=q * n, batch_size=t.batch_size,
-                  chunk_size=m.chunk_size)
+                  chunk_size=m.chunk_size, per_sample=m.per_sample)
     if not m.private:
         return DPSGD(private=False, **common)
     # the ledger: the moments accountant (the WDP paper's DP column) calibrates and keeps the budget

@@ -1,0 +1,86 @@
+"""The clipped sum of per-sample gradients, sum_i min(1, C / ||grad l_i||) grad l_i, without
+materialising every per-sample gradient: opacus' fast gradient clipping (ghost norms for Linear layers,
+per-sample gradients only inside its conv / norm grad samplers) on a private copy of the model.
+
+Pass 1 back-propagates sum_i l_i with opacus' hooks on and reads the per-sample gradient norms; pass 2
+back-propagates sum_i c_i l_i (c_i the clip factors, constants) with the hooks off, whose gradient is
+exactly the clipped sum. A record whose loss or gradient norm is not finite gets c_i = 0 and, in pass 2,
+a zero input: a fresh forward pass, because back-propagating 0 through the non-finite activations it left
+in pass 1's graph would give NaN for every record (0 x inf); so its contribution is exactly 0 and the
+sensitivity C holds for every input.
+
+Used by DP-SGD (``dpgen/methods/dpsgd.py``, ``method.per_sample=ghost``) and DP-DANN's target term.
+The model must not mix examples (no batch norm). Imports nothing of dpgen above the privacy library.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Callable, List, Sequence, Tuple
+
+import torch
+
+from dpgen.privacy import clipping
+
+#: loss(out, *targets) -> the (B,) per-sample losses of the model's output ``out``
+PerSampleLoss = Callable[..., torch.Tensor]
+
+
+class GhostClippedSum:
+    """``__call__(x, *targets)`` -> (clipped sums, one per parameter of ``modules`` in order; the per-sample
+    gradient norms before clipping; the per-sample losses), for the composition ``modules[-1](...modules[0](x))``.
+
+    The live ``modules`` are never hooked: a private copy (contiguous memory layout: opacus' conv grad
+    sampler is wrong on channels-last layers with several input channels) is refreshed from their weights
+    on every call, so other code (torch.func, public passes) can use them freely."""
+
+    def __init__(self, modules: Sequence[torch.nn.Module], loss: PerSampleLoss, clip: float):
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        self.sources = list(modules)
+        self.loss = loss
+        self.clip = float(clip)
+        self.copy = torch.nn.Sequential(*[copy.deepcopy(m) for m in self.sources])
+        for m in self.copy.modules():
+            if hasattr(m, "set_channels_last"):
+                m.set_channels_last(False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.gsm = GradSampleModuleFastGradientClipping(self.copy, max_grad_norm=self.clip,
+                                                            use_ghost_clipping=True, loss_reduction="sum")
+
+    def _refresh(self) -> List[torch.Tensor]:
+        params = list(self.copy.parameters())
+        sources = [p for m in self.sources for p in m.parameters()]
+        with torch.no_grad():
+            for dst, src in zip(params, sources):
+                dst.copy_(src)
+        self._clear()
+        return params
+
+    def _clear(self) -> None:
+        for v in self.copy.parameters():
+            v.grad = None
+            if hasattr(v, "grad_sample"):
+                v.grad_sample = None
+
+    def __call__(self, x: torch.Tensor, *targets) -> Tuple[List[torch.Tensor], torch.Tensor, torch.Tensor]:
+        params = self._refresh()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.gsm.enable_hooks()
+            losses = self.loss(self.gsm(x), *targets)
+            losses.sum().backward()
+            norms = self.gsm.get_norm_sample().detach()
+            finite = torch.isfinite(losses.detach())
+            coef = clipping.clip_factors(torch.where(finite, norms, norms.new_full((), float("inf"))),
+                                         self.clip)  # 0 for a record whose loss or norm is not finite
+            self._clear()
+            self.gsm.disable_hooks()
+            keep = (coef > 0).view(-1, *([1] * (x.dim() - 1)))
+            safe = torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
+            (coef * self.loss(self.gsm(safe), *targets)).sum().backward()
+        sums = [v.grad.detach().clone() for v in params]
+        self._clear()
+        return sums, norms, losses.detach()
