@@ -76,7 +76,8 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
             row[f"attack_{k}_paper"] = _f(paper.get(f"attack_{k}"))
         t0 = time.time()
         try:
-            base = [*spec["overrides"], f"seed={seed}", "trainer.progress=false"]
+            # an interrupted run continues from its checkpoint (ledger included) when the table is run again
+            base = [*spec["overrides"], f"seed={seed}", "trainer.progress=false", "resume=auto"]
             if data_root:
                 base.append(f"dataset.data_root={data_root}")
             root = outputs_dir() / "runs" / "wdp_dl" / scale / ds
