@@ -14,7 +14,8 @@ SCALE ?= smoke
 DATA_ROOT ?=
 DATASETS ?= mnist,fashion_mnist
 # extra arguments of table-dpswd-da / fig-dpswd-eps, e.g. ARGS="--problems um --collect-only", and of
-# table-dpswd-generation, e.g. ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c"
+# table-dpswd-generation, e.g. ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c", and of table-wdp-dl
+# (ARGS=--reuse-runs)
 ARGS ?=
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
 comma := ,
@@ -55,7 +56,7 @@ help:
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
-	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=)"
+	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, ARGS=--reuse-runs: finished runs are read, interrupted ones resume)"
 
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
@@ -125,7 +126,7 @@ fig-dpswd-toy:
 # WDP_DL_DATASETS empty: the scale's own (smoke: mnist10k; cpu: mnist10k,usps; paper: mnist,fashion_mnist,cifar10,svhn)
 WDP_DL_DATASETS ?=
 table-wdp-dl:
-	$(PYTHON) -m dpgen.tables.wdp_dl --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.wdp_dl --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG) $(ARGS)
 
 .PHONY: table-dpsinkhorn-mnist table-dpsinkhorn-celeba table-dpsinkhorn-ablation
 # DP-Sinkhorn Tables 1-5 (dpgen/tables/dpsinkhorn_tables.py): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=
