@@ -46,63 +46,19 @@ def per_sample_grads(g, disc, xt: torch.Tensor) -> Tuple[List[str], List[torch.T
     return names, [gg[k] for k in pg] + [gd[k] for k in pd]
 
 
-class _OpacusCopy:
-    """A private copy of (g, D) in opacus' hands, refreshed from the live weights on every call, so that
-    opacus' hooks never touch the public source pass or torch.func. The copy uses the contiguous layout:
-    opacus' conv grad sampler (1.6) is wrong on channels-last layers with several input channels."""
-
-    def __init__(self, g, disc, wrap):
-        import copy
-        import warnings
-
-        self.g, self.disc = g, disc
-        self.copy = torch.nn.Sequential(copy.deepcopy(g), copy.deepcopy(disc))
-        for m in self.copy.modules():
-            if hasattr(m, "set_channels_last"):
-                m.set_channels_last(False)
-        self.names = [f"g.{k}" for k, _ in g.named_parameters()] + [f"d.{k}" for k, _ in disc.named_parameters()]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.gsm = wrap(self.copy)
-
-    def _refresh(self) -> List[torch.Tensor]:
-        params = list(self.copy.parameters())
-        with torch.no_grad():
-            for dst, src in zip(params, list(self.g.parameters()) + list(self.disc.parameters())):
-                dst.copy_(src)
-        self._clear()
-        return params
-
-    def _clear(self) -> None:
-        for v in self.copy.parameters():
-            v.grad = None
-            if hasattr(v, "grad_sample"):
-                v.grad_sample = None
-
-    def _losses(self, xt: torch.Tensor) -> torch.Tensor:
-        out = self.gsm(xt).reshape(-1)
-        return F.binary_cross_entropy_with_logits(out, torch.ones_like(out), reduction="none")
-
-
-class OpacusPerSample(_OpacusCopy):
-    """Per-sample gradients of BCE(D(g(x_i)), 1) through opacus' GradSampleModule; the same quantity
-    as :func:`per_sample_grads` (a test checks it; half as fast)."""
+class OpacusPerSample:
+    """Per-sample gradients of BCE(D(g(x_i)), 1) through opacus' GradSampleModule
+    (:class:`dpgen.privacy.per_sample.PerSampleGrads`); the same quantity as :func:`per_sample_grads`
+    (a test checks it; half as fast)."""
 
     def __init__(self, g, disc):
-        from opacus import GradSampleModule
+        from dpgen.privacy.per_sample import PerSampleGrads
 
-        super().__init__(g, disc, lambda m: GradSampleModule(m, loss_reduction="sum"))
+        self.names = [f"g.{k}" for k, _ in g.named_parameters()] + [f"d.{k}" for k, _ in disc.named_parameters()]
+        self.grads = PerSampleGrads([g, disc], _bce_ones)
 
     def __call__(self, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor]]:
-        import warnings
-
-        params = self._refresh()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._losses(xt).sum().backward()
-        grads = [v.grad_sample.detach() for v in params]
-        self._clear()
-        return self.names, grads
+        return self.names, self.grads(xt)
 
 
 def _bce_ones(out: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,8 @@ a zero input: a fresh forward pass, because back-propagating 0 through the non-f
 in pass 1's graph would give NaN for every record (0 x inf); so its contribution is exactly 0 and the
 sensitivity C holds for every input.
 
-Used by DP-SGD (``dpgen/methods/dpsgd.py``, ``method.per_sample=ghost``) and DP-DANN's target term.
+Used by DP-SGD (``dpgen/methods/dpsgd.py``, ``method.per_sample=ghost``) and DP-DANN's target term;
+:class:`PerSampleGrads` gives the materialised per-sample gradients through opacus, a cross-check.
 The model must not mix examples (no batch norm). Imports nothing of dpgen above the privacy library.
 """
 
@@ -27,28 +28,21 @@ from dpgen.privacy import clipping
 PerSampleLoss = Callable[..., torch.Tensor]
 
 
-class GhostClippedSum:
-    """``__call__(x, *targets)`` -> (clipped sums, one per parameter of ``modules`` in order; the per-sample
-    gradient norms before clipping; the per-sample losses), for the composition ``modules[-1](...modules[0](x))``.
+class OpacusCopy:
+    """A private copy of ``modules`` (composed in order) in opacus' hands, refreshed from the live weights on
+    every call, so that opacus' hooks never touch the live modules (other code, torch.func or public passes,
+    can use them freely). The copy uses the contiguous memory layout: opacus' conv grad sampler (1.6) is
+    wrong on channels-last layers with several input channels. ``wrap`` makes the opacus module."""
 
-    The live ``modules`` are never hooked: a private copy (contiguous memory layout: opacus' conv grad
-    sampler is wrong on channels-last layers with several input channels) is refreshed from their weights
-    on every call, so other code (torch.func, public passes) can use them freely."""
-
-    def __init__(self, modules: Sequence[torch.nn.Module], loss: PerSampleLoss, clip: float):
-        from opacus.grad_sample import GradSampleModuleFastGradientClipping
-
+    def __init__(self, modules: Sequence[torch.nn.Module], wrap: Callable[[torch.nn.Module], torch.nn.Module]):
         self.sources = list(modules)
-        self.loss = loss
-        self.clip = float(clip)
         self.copy = torch.nn.Sequential(*[copy.deepcopy(m) for m in self.sources])
         for m in self.copy.modules():
             if hasattr(m, "set_channels_last"):
                 m.set_channels_last(False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.gsm = GradSampleModuleFastGradientClipping(self.copy, max_grad_norm=self.clip,
-                                                            use_ghost_clipping=True, loss_reduction="sum")
+            self.gsm = wrap(self.copy)
 
     def _refresh(self) -> List[torch.Tensor]:
         params = list(self.copy.parameters())
@@ -64,6 +58,41 @@ class GhostClippedSum:
             v.grad = None
             if hasattr(v, "grad_sample"):
                 v.grad_sample = None
+
+
+class PerSampleGrads(OpacusCopy):
+    """``__call__(x, *targets)`` -> the per-sample gradients ``[(B, *param.shape)]``, one per parameter of
+    ``modules`` in order, of ``loss(out, *targets)`` through opacus' GradSampleModule (materialised; a
+    cross-check of the ghost path and of torch.func)."""
+
+    def __init__(self, modules: Sequence[torch.nn.Module], loss: PerSampleLoss):
+        from opacus import GradSampleModule
+
+        self.loss = loss
+        super().__init__(modules, lambda m: GradSampleModule(m, loss_reduction="sum"))
+
+    def __call__(self, x: torch.Tensor, *targets) -> List[torch.Tensor]:
+        params = self._refresh()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.loss(self.gsm(x), *targets).sum().backward()
+        grads = [v.grad_sample.detach() for v in params]
+        self._clear()
+        return grads
+
+
+class GhostClippedSum(OpacusCopy):
+    """``__call__(x, *targets)`` -> (clipped sums, one per parameter of ``modules`` in order; the per-sample
+    gradient norms before clipping; the per-sample losses), for the composition ``modules[-1](...modules[0](x))``
+    (the module doc says how). The live ``modules`` are never hooked (:class:`OpacusCopy`)."""
+
+    def __init__(self, modules: Sequence[torch.nn.Module], loss: PerSampleLoss, clip: float):
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        self.loss = loss
+        self.clip = float(clip)
+        super().__init__(modules, lambda m: GradSampleModuleFastGradientClipping(
+            m, max_grad_norm=self.clip, use_ghost_clipping=True, loss_reduction="sum"))
 
     def __call__(self, x: torch.Tensor, *targets) -> Tuple[List[torch.Tensor], torch.Tensor, torch.Tensor]:
         params = self._refresh()
