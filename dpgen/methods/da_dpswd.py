@@ -32,7 +32,7 @@ import torch
 
 from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
-from dpgen.methods.base import WORGaussianLedger
+from dpgen.privacy.dpswd import DPSWDAccounting
 from dpgen.methods.dpswd import bound_rows
 
 ROW_BOUNDS = ("clip", "batch_max", "none")
@@ -113,7 +113,7 @@ class DASWD(DAMethod):
         return self.losses(loss, lc, la)
 
 
-class DADPSWD(WORGaussianLedger, DASWD):
+class DADPSWD(DPSWDAccounting, DASWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"

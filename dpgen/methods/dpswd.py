@@ -49,7 +49,8 @@ import torch
 import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
-from dpgen.methods.base import GenerativeMethod, WORGaussianLedger
+from dpgen.methods.base import GenerativeMethod
+from dpgen.privacy.dpswd import DPSWDAccounting
 from dpgen.privacy.clipping import clip_rows
 
 
@@ -241,7 +242,7 @@ class SWD(GenerativeMethod):
                                   projections=u, generator=self.rng, y_copies=copies)
 
 
-class DPSWD(WORGaussianLedger, SWD):
+class DPSWD(DPSWDAccounting, SWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"

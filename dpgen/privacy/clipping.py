@@ -12,7 +12,7 @@ non-finite test the loop makes afterwards reads the release only.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Iterable, List, Tuple
 
 import torch
 
@@ -55,4 +55,13 @@ def clip_per_sample(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.
     return [scale_finite(t, factor) for t in grads], norms
 
 
-__all__ = ["clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "scale_finite"]
+def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
+    """Whether every gradient is finite (the check a private run makes on its released gradient), as a
+    0-dim bool tensor on the gradients' device: ``bool()`` of it is the one host sync."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(True)
+    return torch.isfinite(torch.nn.utils.get_total_norm(grads))
+
+
+__all__ = ["clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "finite_gradients", "scale_finite"]

@@ -28,8 +28,6 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
-import torch
-
 from dpgen.utils.io import atomic_write_text
 
 LEDGER_NAME = "ledger.json"
@@ -120,15 +118,6 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int] = None
         return int(step) + int(ledger.steps_left(wanted))
     cap = int(requested) if max_steps is None else min(int(requested), int(max_steps))
     return int(step) + max(0, cap - spent)
-
-
-def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
-    """Whether every gradient is finite (the check a private run makes on its released gradient), as a
-    0-dim bool tensor on the gradients' device: ``bool()`` of it is the one host sync."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.tensor(True)
-    return torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
 
 #: what a run writes into its folder (besides config.yaml and the lock): a fresh start removes the earlier
@@ -239,4 +228,4 @@ class Publisher:
 
 
 __all__ = ["LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",
-           "check_resume_settings", "finite_gradients", "privacy_settings", "remove_run_artefacts", "stop_step"]
+           "check_resume_settings", "privacy_settings", "remove_run_artefacts", "stop_step"]
