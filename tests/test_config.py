@@ -196,3 +196,18 @@ def test_accounting_covers_every_private_method(tmp_path, overrides, noise):
         assert record["calibrated_noise_multiplier"] == pytest.approx(noise, abs=2e-3)
     for v in (record.get("epsilon_cross_check") or {}).values():  # every cross-check is a number
         assert v == v and v > 0
+
+
+def test_a_bad_dotted_path_names_its_key_and_value():
+    """method.target and dataset.loader are read by Hydra's get_object; a bad one is named with the fix."""
+    from types import SimpleNamespace
+
+    from dpgen.data import load_split
+    from dpgen.methods import load_class
+
+    assert load_class("dpgen.methods.dpswd.DPSWD").__name__ == "DPSWD"
+    with pytest.raises(ValueError, match=r"method\.target='nope\.Mod' cannot be imported.*package\.module\.Class"):
+        load_class("nope.Mod")
+    ds = SimpleNamespace(loader="dpgen.data.no_such_loader", options=None, data_root=None, download=False)
+    with pytest.raises(ValueError, match=r"dataset\.loader='dpgen\.data\.no_such_loader'.*package\.module\.function"):
+        load_split(ds)

@@ -190,14 +190,9 @@ def load_split(dataset_cfg, split: str = "train") -> Dataset:
     ds = dataset_cfg
     opts = dict(ds.options or {})
     if ds.loader:
-        import importlib
+        from dpgen.utils.objects import import_object
 
-        module, _, attr = str(ds.loader).rpartition(".")
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ValueError(f"dataset.loader={ds.loader!r} cannot be imported ({e}): give package.module.function "
-                             "of a module on the Python path") from None
+        fn = import_object(ds.loader, "dataset.loader", "package.module.function")
         return fn(resolve_data_root(ds.data_root), split, bool(ds.download), **opts)
     return load_dataset(ds.name, split, data_root=ds.data_root, download=ds.download, **opts)
 

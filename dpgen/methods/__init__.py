@@ -25,15 +25,11 @@ METHODS.update({"sinkhorn": Sinkhorn, "dpsinkhorn": DPSinkhorn, "dpsinkhorn_para
 
 
 def load_class(target: str, key: str = "method.target"):
-    """The class a dotted path ``package.module.Class`` names, or a ValueError naming the bad value."""
-    import importlib
+    """The class a dotted path ``package.module.Class`` names (``hydra.utils.get_object``), or a ValueError
+    naming the bad value."""
+    from dpgen.utils.objects import import_object
 
-    module, _, attr = target.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ValueError(f"{key}={target!r} cannot be imported ({e}): give package.module.Class of a module on "
-                         "the Python path") from None
+    return import_object(target, key)
 
 
 def make_method(cfg, **kwargs) -> GenerativeMethod:
