@@ -18,9 +18,21 @@ def test_a_short_run_says_nothing_and_a_long_one_gives_time_steps_and_quick_over
     note = loop.long_run_notice(cfg, _Task(300.0, "CNN on 60,000 synthetic samples"), 18000, 0.67)
     assert "18,000 more steps at 0.67 s/step" in note and "201.0 min of training" in note
     assert "CNN on 60,000 synthetic samples (about 5.0 min)" in note
-    assert "trainer.steps=" in note and "task.n_synthetic=" in note and "resume=auto" in note
+    assert "trainer.steps=" in note and "resume=auto" in note
     # the evaluation alone can make a run long
     assert loop.long_run_notice(cfg, _Task(900.0, "x"), 10, 0.01) is not None
+
+
+def test_the_quick_overrides_are_the_tasks_own():
+    """Generation suggests fewer synthetic samples and classifiers; classification (DP-SGD) has neither."""
+    from dpgen.tasks.classification import ClassificationTask
+    from dpgen.tasks.generation import GenerationTask
+
+    cfg = compose_config(["task.eval_models=[]"])  # no evaluation estimate needed: the notice's last part
+    gen = loop.long_run_notice(cfg, GenerationTask(), 18000, 0.67)
+    assert "task.n_synthetic=<fewer>" in gen and "task.eval_models=[logreg]" in gen
+    cls = loop.long_run_notice(cfg, ClassificationTask(), 18000, 0.67)
+    assert "trainer.steps=<fewer>" in cls and "task.n_synthetic" not in cls
 
 
 def test_generation_estimates_its_evaluation_from_the_protocol():

@@ -91,6 +91,8 @@ class GenerationTask(Task):
         real, y = self.fetch(idx)
         return GenerationBatch(real, y, b, self.device)
 
+    quick_overrides = "trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]"
+
     def evaluation_estimate(self, cfg):
         from dpgen.eval.classifiers import estimate_seconds
 

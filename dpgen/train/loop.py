@@ -99,6 +99,9 @@ class Task:
         """(rough seconds, a description) of what ``evaluate`` will do, for the long-run notice."""
         return 0.0, ""
 
+    #: the overrides the long-run notice suggests for a quick run of this task
+    quick_overrides = "trainer.steps=<fewer>"
+
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
         """The task's metrics of the trained (or averaged) networks, after training."""
         return {}
@@ -193,7 +196,7 @@ def long_run_notice(cfg, task: "Task", steps_left: int, s_per_step: float) -> Op
     return (f"[dpgen] this run will take about {(train_s + eval_s) / 60:.0f} min: {steps_left:,} more steps at "
             f"{s_per_step:.3g} s/step (measured) = {train_s / 60:.1f} min of training"
             + (f", then {eval_what} (about {eval_s / 60:.1f} min)" if eval_what else "")
-            + ". A quick run: trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]; "
+            + f". A quick run: {task.quick_overrides}; "
             "a long run survives interruptions with resume=auto (README, Quick runs).")
 
 
