@@ -175,7 +175,7 @@ def main(argv=None):
         "different directions), at delta 1e-10 instead of 1e-5 and with the upper confidence bound of 28 "
         "samples at confidence 1 - 1e-16. Triastcyn & Faltings' small BDP values come from their (non "
         "per-example) clipping of batch-mean gradients, whose leave-one-out differences are ~1/B of ours.",
-        "ms_per_step_dpsgd: one DP-SGD step (per-example gradients by torch.func in chunks of 32, clip, noise, "
+        "ms_per_step_dpsgd: one DP-SGD step (the clipped per-example sum by method.per_sample, ghost clipping by default; noise, "
         "Adam) on this shared 2-core CPU; overhead_*_pct: the pair distances plus that accountant's own "
         "arithmetic per step, relative to it.",
         "mnist10k / usps rows compare with the paper's MNIST row (8,000 / 7,291 training images, not 60,000).",
