@@ -73,7 +73,7 @@ def da_steps_per_second(name: str, steps: int, device="cpu", extra=()) -> float:
     from dpgen.config import compose_preset
     from dpgen.methods.da_base import DABatch
     from dpgen.models.da_nets import make_da_nets
-    from dpgen.tasks.domain_adaptation import DA_METHODS
+    from dpgen.methods.registry import DataInfo, build
 
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -82,7 +82,8 @@ def da_steps_per_second(name: str, steps: int, device="cpu", extra=()) -> float:
     g, h, disc, d = make_da_nets("auto", (1, 28, 28), 10)
     g, h = g.to(dev), h.to(dev)
     disc = disc.to(dev) if disc is not None else None
-    method = DA_METHODS[name](cfg, d, 10, 10000, 7900, B, disc=disc)
+    cfg.trainer.batch_size = B
+    method = build(cfg, DataInfo(10000, (1, 28, 28), 10, feat_dim=d), 7900, "domain_adaptation", disc=disc)
     method.rng = torch.Generator(device=dev).manual_seed(0)
     sampler = torch.Generator().manual_seed(1)
     opt = torch.optim.Adam(list(g.parameters()) + list(h.parameters()) + method.parameters(), lr=1e-3)

@@ -294,14 +294,13 @@ def bench_dpsinkhorn(steps):
 
 def bench_param_per_sample(repeats):
     from dpgen.config import compose_config
-    from dpgen.methods import make_method
+    from dpgen.methods.registry import DataInfo, build
     from dpgen.models.dcgan import DCGANGenerator
 
     cfg = compose_config(["method=dpsinkhorn_param", "dataset=mnist10k", "trainer.batch_size=50",
                           "method.noise_multiplier=1.1", "trainer.steps=100", "trainer.epochs=null"])
     gen = DCGANGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28)).to(DEV)
-    m = make_method(cfg, num_classes=10, data_dim=784, n_private=8000, steps=100, batch_size=50,
-                    image_shape=(1, 28, 28))
+    m = build(cfg, DataInfo(8000, (1, 28, 28), 10), 100, "generation")
     m.bind_generator(gen)
     real = torch.rand(50, 1, 28, 28, device=DEV)
     y = torch.randint(0, 10, (50,), device=DEV)

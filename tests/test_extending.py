@@ -39,6 +39,10 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     assert p["epsilon_cross_check"]["wang_wor"] > 0
     assert json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())["steps"] == 20
     assert "loss" in json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    # task=accounting builds the outside method from the dataset's size and prints its own report
+    acct = json.loads((tmp_path / "acct" / "accounting.json").read_text())
+    assert acct["method"] == "dp_mean_match" and acct["neighbouring_relation"].startswith("replace one")
+    assert acct["epsilon"] == p["epsilon_spent"]  # the same 20 steps at the same noise as the run
 
 
 def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_path):

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from dpgen.config import compose_config
-from dpgen.methods import METHODS
+from dpgen.methods.registry import REGISTRY, methods_for
 from dpgen.methods.dpsgd import DPSGD
 from dpgen.tasks import TASKS
-from dpgen.tasks.domain_adaptation import DA_METHODS
 
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")
 
@@ -42,7 +41,7 @@ def guarded_steps(monkeypatch):
                 state["steps"] += state["inside"] == 0  # a super().step call counts once
         return run
 
-    owners = {k for cls in (*METHODS.values(), *DA_METHODS.values(), DPSGD) for k in cls.__mro__ if "step" in vars(k)}
+    owners = {k for cls in (*(c for t in REGISTRY for c in methods_for(t).values()), DPSGD) for k in cls.__mro__ if "step" in vars(k)}
     for cls in owners:  # every class that defines a step, base classes included
         monkeypatch.setattr(cls, "step", guard(vars(cls)["step"]))
     return state

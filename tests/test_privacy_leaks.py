@@ -308,8 +308,17 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
         assert max(rows) <= ledger
 
 
+def make_method(cfg, *, num_classes, data_dim, n_private, steps, batch_size, image_shape):
+    """A generative method built the way a run builds it (``registry.build``) at this batch size."""
+    from dpgen.methods.registry import DataInfo, build
+
+    cfg.trainer.batch_size = batch_size
+    info = DataInfo(n_private, image_shape, num_classes)
+    assert info.dim == data_dim
+    return build(cfg, info, steps, "generation")
+
+
 def test_empty_poisson_batch_still_releases_noise():
-    from dpgen.methods import make_method
 
     cfg = _cfg("method=dpsinkhorn", "model.generator=mlp")
     m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50, image_shape=(1, 8, 8))
@@ -340,7 +349,6 @@ def test_empty_poisson_batch_still_releases_noise():
 
 
 def test_each_sampler_matches_its_accountant():
-    from dpgen.methods import make_method
 
     for name, sampling in (("dpswd", "without_replacement"), ("dpsinkhorn", "poisson"),
                            ("dpsinkhorn_param", "poisson"), ("dpsinkhorn_adv", "without_replacement")):
@@ -374,7 +382,6 @@ def test_scale_row_bound_holds_for_any_data():
 
 
 def test_scale_rows_of_a_run_on_gaussians_with_dp_mean_are_bounded():
-    from dpgen.methods import make_method
 
     cfg = _cfg("dataset=gaussians", "method.row_bound=scale", "method.center=dp_mean")
     m = make_method(cfg, num_classes=0, data_dim=5, n_private=10000, steps=10, batch_size=100, image_shape=(5,))
@@ -385,7 +392,6 @@ def test_scale_rows_of_a_run_on_gaussians_with_dp_mean_are_bounded():
 
 def test_dp_mean_report_holds_no_count_of_clipped_rows():
     """Finding 7: ``rows_clipped_for_center`` published an exact count (4166 on gaussians)."""
-    from dpgen.methods import make_method
 
     cfg = _cfg("dataset=gaussians")
     m = make_method(cfg, num_classes=0, data_dim=5, n_private=2000, steps=10, batch_size=100, image_shape=(5,))
@@ -396,7 +402,6 @@ def test_dp_mean_report_holds_no_count_of_clipped_rows():
 
 def test_clt_runs_are_reported_approximate_and_rigorous_bounds_get_a_union_bound():
     """Finding 5: the CLT bound is below the exact quantile; Bernstein/Chernoff had no union over steps."""
-    from dpgen.methods import make_method
     from dpgen.privacy.dpswd import sensitivity_bound, squared_sensitivity_quantile
 
     # the CLT value is below the exact (saddlepoint) quantile at the paper's k, d: not a bound
@@ -416,7 +421,6 @@ def test_clt_runs_are_reported_approximate_and_rigorous_bounds_get_a_union_bound
 
 
 def test_every_private_report_names_its_neighbouring_relation(tmp_path):
-    from dpgen.methods import make_method
 
     for name in ("dpswd", "dpsinkhorn", "dpsinkhorn_param", "dpsinkhorn_adv", "entropic_ldp"):
         cfg = _cfg(f"method={name}", "model.generator=mlp")
@@ -429,7 +433,7 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
     """experiment=dpswd_table4_um is the paper's setting (concat labels, no centre, per-step bound):
     sigma 4.3866 (Eq. 6 + Prop. 2, Table 4's sigma_ours); it says the per-step delta is not guaranteed
     and gives the union-bound sigma a training run uses."""
-    from dpgen.tasks.accounting import account_dpswd
+    from dpgen.methods.reports import account_dpswd
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -454,3 +458,22 @@ def test_resume_of_a_fixed_noise_run_asking_many_more_steps_stops_at_the_budget(
     p = m2["privacy"]
     assert p["epsilon_spent"] <= 2.0 and m2["stop_reason"].startswith("privacy budget")
     assert m2["steps"] == 20  # what the budget allows at z = 1.1, q = 50 / 1437 (3.60 was spent before the fix)
+
+
+def test_param_grad_per_sample_releases_noise_on_an_empty_poisson_batch():
+    """An empty Poisson batch (n = 0 rows) once crashed the per-sample clip (``reshape(0, -1)``); the step
+    must release the noise alone, at std z C / B per coordinate."""
+    from dpgen.models import make_generator
+    from dpgen.privacy.clipping import clip_per_sample
+
+    clipped, norms = clip_per_sample([torch.zeros(0, 3, 4), torch.zeros(0, 5)], 1.0)
+    assert [c.shape for c in clipped] == [(0, 3, 4), (0, 5)] and norms.shape == (0,)
+    cfg = _cfg("method=dpsinkhorn_param", "method.clip_mode=per_sample", "model.generator=mlp")
+    m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50, image_shape=(1, 8, 8))
+    m.rng = torch.Generator().manual_seed(0)
+    gen = make_generator("mlp", (1, 8, 8), 10, 8)
+    m.bind_generator(gen)
+    grads = m.empty_batch_grads(torch.device("cpu"))
+    flat = torch.cat([g.flatten() for g in grads])
+    assert flat.numel() > 1000
+    assert float(flat.std()) == pytest.approx(m.mechanism.noise_std / 50, rel=0.1)

@@ -89,7 +89,9 @@ def under_noise(obj, noise_scale: float) -> None:
 # DP-SGD: Dirac canaries in m extra input coordinates
 # ----------------------------------------------------------------------------------------------
 def _dpsgd_task(canaries: Canaries, noise_scale: float, amplitude: float):
-    from dpgen.tasks.classification import ClassificationTask, make_dpsgd
+    from dpgen.methods.dpsgd import DPSGD
+    from dpgen.methods.registry import DataInfo
+    from dpgen.tasks.classification import ClassificationTask
 
     class CanaryClassification(ClassificationTask):
         name = "classification"
@@ -108,7 +110,7 @@ def _dpsgd_task(canaries: Canaries, noise_scale: float, amplitude: float):
             self.scores = torch.zeros(canaries.m, device=device)
 
         def build(self, cfg, steps: int, device):
-            method = make_dpsgd(cfg, self.n_private, steps)
+            method = DPSGD.from_config(cfg, DataInfo(self.n_private, self.shape, self.num_classes), steps)
             under_noise(method, noise_scale)  # the ledger keeps charging the full noise
             self.method = method
             model = torch.nn.Linear(self.shape[0], self.num_classes).to(device)

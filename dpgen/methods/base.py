@@ -72,6 +72,31 @@ class Method(LedgerState):
     #: generator of the mechanism's randomness (directions, noise); set by the loop
     rng: Optional[torch.Generator] = None
 
+    # -- construction (dpgen.methods.registry.build) -------------------------------------------
+    @classmethod
+    def from_config(cls, cfg, info, steps: int, **extra):
+        """The method of a run from its config, the data's public facts (``registry.DataInfo``) and the
+        steps it is asked to train; each base class maps these onto its constructor."""
+        raise NotImplementedError(f"{cls.__qualname__} does not say how it is built: subclass GenerativeMethod, "
+                                  "DAMethod or define the classmethod from_config(cfg, info, steps)")
+
+    #: the neighbouring relation ``task=accounting`` names (None: the one the method's report gives)
+    accounting_relation: Optional[str] = None
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int) -> Dict[str, Any]:
+        """What ``task=accounting`` prints (``{"summary": {...}, "lines": [...], "relation": str}``): by
+        default the method built from the dataset's size, and its own ``privacy_report()``."""
+        method = cls.from_config(cfg, info, steps)
+        rep = dict(method.privacy_report())
+        ledger = getattr(method, "ledger", None)
+        if ledger is not None and getattr(method, "noise_multiplier", None) is not None:
+            rep.setdefault("epsilon", ledger.epsilon_of(method.noise_multiplier, steps))
+        label = getattr(cls, "name", cls.__name__)
+        lines = [f"{label} on {cfg.dataset.name}: N={info.n_private}, steps={steps} (the method's own privacy_report)"]
+        lines += [f"  {k}: {v}" for k, v in rep.items() if k not in ("neighbouring_relation",)]
+        return {"summary": rep, "lines": lines, "relation": rep.get("neighbouring_relation")}
+
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Indices of this step's private batch."""
         if self.sampling == "poisson":
@@ -117,6 +142,11 @@ class GenerativeMethod(Method):
         self.accountant: Optional[Accountant] = None
         self.max_steps: Optional[int] = None  # the steps the (epsilon, delta) budget allows
         self.rng: Optional[torch.Generator] = None
+
+    @classmethod
+    def from_config(cls, cfg, info, steps: int, **extra):
+        return cls(cfg, num_classes=info.num_classes, data_dim=info.dim, n_private=info.n_private, steps=steps,
+                   batch_size=cfg.trainer.batch_size, image_shape=tuple(info.shape) or None, **extra)
 
     #: ``prepare_data`` needs the whole private set in memory (a release before training)
     needs_whole_set = False

@@ -53,6 +53,13 @@ class DAMethod(Method):
         #: extra trained modules (the domain discriminator of DANN)
         self.modules: Dict[str, nn.Module] = {}
 
+    @classmethod
+    def from_config(cls, cfg, info, steps: int, disc: Optional[nn.Module] = None, **extra):
+        """``info.n_private``: the private target's size; ``info.feat_dim``: the features' size; ``disc``:
+        the domain discriminator of the task's networks (DANN and DP-DANN train it)."""
+        return cls(cfg, info.feat_dim, info.num_classes, info.n_private, steps, cfg.trainer.batch_size,
+                   disc=disc, **extra)
+
     def parameters(self) -> List[nn.Parameter]:
         return [p for m in self.modules.values() for p in m.parameters()]
 

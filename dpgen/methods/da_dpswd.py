@@ -34,6 +34,8 @@ from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.privacy.dpswd import DPSWDAccounting
 from dpgen.methods.dpswd import bound_rows
+from dpgen.methods.registry import register
+from dpgen.privacy.ledger import RELATIONS
 
 ROW_BOUNDS = ("clip", "batch_max", "none")
 
@@ -51,6 +53,7 @@ def bound_representation(z: torch.Tensor, how: str) -> torch.Tensor:
                      "'scale' is not available)")
 
 
+@register("swd", tasks=("domain_adaptation",))
 class DASWD(DAMethod):
     """Non-private sliced Wasserstein alignment of source and target representations."""
 
@@ -113,10 +116,20 @@ class DASWD(DAMethod):
         return self.losses(loss, lc, la)
 
 
+@register("dpswd", tasks=("domain_adaptation",))
 class DADPSWD(DPSWDAccounting, DASWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"
+
+
+    accounting_relation = RELATIONS["without_replacement"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_dpswd
+
+        return account_dpswd(cfg)
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)

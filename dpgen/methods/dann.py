@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from dpgen.methods.da_base import DAMethod, ganin_weight, grad_reverse
+from dpgen.methods.registry import register
 
 
 def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
@@ -22,6 +23,7 @@ def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(out, torch.full_like(out, float(domain)))
 
 
+@register("dann", tasks=("domain_adaptation",))
 class DANN(DAMethod):
     name = "dann"
     private = False

@@ -27,6 +27,8 @@ from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
 from dpgen.privacy.ledger import Ledger
 from dpgen.privacy.clipping import clip_per_sample
+from dpgen.methods.registry import register
+from dpgen.privacy.ledger import RELATIONS
 
 
 def per_sample_grads(g, disc, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor]]:
@@ -85,10 +87,20 @@ class OpacusGhostClip:
         return self.names, sums, norms
 
 
+@register("dpdann", tasks=("domain_adaptation",))
 class DPDANN(DANN):
     name = "dpdann"
     private = True
     sampling = "poisson"
+
+
+    accounting_relation = RELATIONS["poisson"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):  # per-sample clipping of the target term: sensitivity C
+        from dpgen.methods.reports import account_subsampled_gaussian
+
+        return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-DANN (target term)")
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=None, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=disc)

@@ -31,6 +31,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from dpgen.methods.base import GenerativeMethod
+from dpgen.methods.registry import register
 
 #: DP-MERF's MNIST kernel variance on 784 pixels in [0, 1] (its public code's default)
 MNIST_KERNEL_VARIANCE, MNIST_DIM = 127.0, 784
@@ -67,6 +68,7 @@ def mean_embedding(x: torch.Tensor, y: Optional[torch.Tensor], freqs: torch.Tens
     return out / n
 
 
+@register("dpmerf")
 class DPMERF(GenerativeMethod):
     name = "dpmerf"
     private = True
@@ -74,6 +76,15 @@ class DPMERF(GenerativeMethod):
     accounts_steps = False  # one release before training; every step is post-processing
     needs_whole_set = True
     publishes_loss = True  # ||mu~ - mu_gen||^2: the release and generated samples only
+
+
+    accounting_relation = "replace one record (the number of records n is public)"
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_dpmerf
+
+        return account_dpmerf(cfg)
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **_):

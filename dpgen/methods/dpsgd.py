@@ -52,6 +52,8 @@ import torch.nn.functional as F
 
 from dpgen.methods.base import Method
 from dpgen.privacy.validation import PrivacyParameterError, check_delta, check_positive, check_sample_rate
+from dpgen.methods.registry import register
+from dpgen.privacy.ledger import RELATIONS
 
 #: accountants dpsgd can run: the DP ledgers and the two pairwise (data-dependent) ones
 DP_ACCOUNTANTS = ("moments", "rdp", "opacus_rdp")
@@ -127,6 +129,7 @@ class ClassificationBatch:
     y: torch.Tensor
 
 
+@register("dpsgd", tasks=("classification",))
 class DPSGD(Method):
     """DP-SGD's mechanism + the accountants of one classification run (see module doc).
 
@@ -137,6 +140,15 @@ class DPSGD(Method):
     """
 
     name = "dpsgd"
+
+
+    accounting_relation = RELATIONS["poisson"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_subsampled_gaussian
+
+        return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-SGD")
 
     def __init__(
         self,
@@ -371,8 +383,39 @@ class DPSGD(Method):
                 acc.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
             self.timing[a] += time.perf_counter() - t0
 
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, cfg, info, steps: int, **extra) -> "DPSGD":
+        """The method object of a run: calibrated (or given) noise and the configured accountants."""
+        from dpgen.privacy.ledger import Ledger
+
+        m, t, p = cfg.method, cfg.trainer, cfg.privacy
+        n = info.n_private
+        q = t.batch_size / n
+        common = dict(clip=m.clip, sample_rate=q, expected_batch_size=q * n, batch_size=t.batch_size,
+                      chunk_size=m.chunk_size, per_sample=m.per_sample)
+        if not m.private:
+            return cls(private=False, **common)
+        # the ledger: the moments accountant (the WDP paper's DP column) calibrates and keeps the budget
+        ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant="moments",
+                        rel_tol=p.rel_tol)
+        z = ledger.calibrate(steps) if m.noise_multiplier is None else ledger.use_noise(m.noise_multiplier)
+        method = cls(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
+                     wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta, pair_examples=m.pair_examples,
+                     total_steps=steps, ledger=ledger, **common)
+        method.epsilon_budget = float(p.epsilon)
+        method.cross_check_names = tuple(p.cross_check)
+        method.wdp_settings = {"order": m.wdp_order, "beta": m.wdp_beta}
+        # the steps the budget allows in total: all the calibrated steps, or what a fixed noise affords
+        method.max_steps = steps if m.noise_multiplier is None else ledger.max_steps()
+        if method.max_steps == 0:
+            raise ValueError(f"privacy.epsilon={p.epsilon} at delta={p.delta} is spent by not even one step with "
+                             f"method.noise_multiplier={z} at q={q:.4g}: raise the noise or the budget (or set "
+                             "method.noise_multiplier=null to calibrate it).")
+        return method
+
     # -- reporting ----------------------------------------------------------------------------------
-    #: set by make_dpsgd: the budget, the independent accountants of the cross-check, WDP's order and beta
+    #: set by from_config: the budget, the independent accountants of the cross-check, WDP's order and beta
     epsilon_budget: Optional[float] = None
     cross_check_names: Sequence[str] = ()
     wdp_settings: Dict[str, float] = {}
@@ -381,7 +424,6 @@ class DPSGD(Method):
         if not self.private:
             return {"private": False, "epsilon_spent": 0.0}
         from dpgen.privacy.accountants import epsilon_for
-        from dpgen.privacy.ledger import RELATIONS
 
         eps = self.epsilons()
         delta = self.deltas["moments"]

@@ -56,8 +56,11 @@ import torch.nn as nn
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
 from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
+from dpgen.methods.registry import register
+from dpgen.privacy.ledger import RELATIONS
 
 
+@register("sinkhorn")
 class Sinkhorn(GenerativeMethod):
     """Non-private class-conditional Sinkhorn-divergence generator loss."""
 
@@ -112,6 +115,11 @@ class Sinkhorn(GenerativeMethod):
         return self.divergence(fake, y_fake, real, y_real)
 
 
+#: the adversarial variant's relation: its records are the fixed partitions
+PARTITION_RELATION = ("replace one record (here: one fixed partition of the private set; one drawn per step without "
+                      "replacement)")
+
+
 class _PrivateMixin:
     """Accountant, budget and report shared by the private variants."""
 
@@ -154,9 +162,7 @@ class _PrivateMixin:
             "noise_std": self.mechanism.noise_std,
             "sensitivity": self.mechanism.sensitivity,
             "sigma": self.noise_multiplier,
-            **({} if self.accountant_sampling == "poisson" else {"neighbouring_relation": (
-                "replace one record (here: one fixed partition of the private set; one drawn per step without "
-                "replacement)")}),
+            **({} if self.accountant_sampling == "poisson" else {"neighbouring_relation": PARTITION_RELATION}),
             "not_covered": ("the loss values (computed from clean records: never published); anything the "
                             "run writes outside the generator, its samples and this report"
                             + ("; the feature extractors in the checkpoint (trained on private partitions: "
@@ -167,6 +173,7 @@ class _PrivateMixin:
         }
 
 
+@register("dpsinkhorn")
 class DPSinkhorn(_PrivateMixin, Sinkhorn):
     """Algorithm 1: Poisson batches, image gradient clipped to C and noised with std 2 C sigma."""
 
@@ -175,6 +182,15 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     sampling = "poisson"
     mechanism_text = ("image gradient grad_X S clipped to C (whole batch) + N(0, (2 C sigma)^2) before it flows "
                       "into the generator (backward hook on the generator output; DP-Sinkhorn Algorithm 1)")
+
+
+    accounting_relation = RELATIONS["poisson"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_subsampled_gaussian
+
+        return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (image gradient)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
@@ -231,6 +247,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         return {"loss": loss.detach()}
 
 
+@register("dpsinkhorn_param")
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     """DP-Sinkhorn (param grad): noise on the generator's parameter gradient (clip_mode per_sample | batch)."""
 
@@ -238,6 +255,17 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     private = True
     sampling = "poisson"
     CLIP_MODES = ("per_sample", "batch")
+
+
+    accounting_relation = RELATIONS["poisson"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):  # per-sample clipping: sensitivity C; batch clipping: 2C
+        from dpgen.methods.reports import account_subsampled_gaussian
+
+        per_sample = cfg.method.clip_mode == "per_sample"
+        return account_subsampled_gaussian(cfg, cfg.method.clip * (1 if per_sample else 2),
+                                           f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
@@ -356,6 +384,7 @@ class FeatureExtractor(nn.Module):
         return f / f.norm(dim=1, keepdim=True).clamp_min(1e-8)
 
 
+@register("sinkhorn_adv")
 class AdversarialSinkhorn(Sinkhorn):
     """Eq. 6 with one adversarially trained feature extractor (non-private)."""
 
@@ -469,6 +498,7 @@ class AdversarialSinkhorn(Sinkhorn):
                 self._build(self.channels, self.device or "cpu")
 
 
+@register("dpsinkhorn_adv")
 class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
     """Eq. 6 with one extractor per fixed data partition; one partition (record) drawn per step."""
 
@@ -478,6 +508,20 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
     accountant_sampling = "without_replacement"
     mechanism_text = ("adversarial cost (Eq. 6), one feature extractor per fixed data partition, one partition "
                       "drawn per step; image gradient clipped to C + N(0, (2 C sigma)^2) (appendix D.4)")
+
+
+    accounting_relation = PARTITION_RELATION
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        """One of the fixed partitions per step, drawn without replacement (q = 1 / partitions), accounted
+        as the run's ledger does (autodp RDP, without replacement)."""
+        from dpgen.methods.reports import account_subsampled_gaussian
+
+        k = cfg.method.num_partitions or max(2, info.n_private // max(cfg.trainer.batch_size, 1))
+        return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (adversarial, one partition per "
+                                           "step)", units=int(k), per_step=1, sampling="without_replacement",
+                                           accountant="rdp")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)

@@ -52,6 +52,8 @@ from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod
 from dpgen.privacy.dpswd import DPSWDAccounting
 from dpgen.privacy.clipping import clip_rows
+from dpgen.methods.registry import register
+from dpgen.privacy.ledger import RELATIONS
 
 
 def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
@@ -148,6 +150,7 @@ class LowPass(torch.nn.Module):
         return torch.einsum("ih,nchw,jw->ncij", self.ch, x, self.cw).flatten(1)
 
 
+@register("swd")
 class SWD(GenerativeMethod):
     """Non-private sliced Wasserstein generator loss (same compared space, no noise)."""
 
@@ -242,10 +245,20 @@ class SWD(GenerativeMethod):
                                   projections=u, generator=self.rng, y_copies=copies)
 
 
+@register("dpswd")
 class DPSWD(DPSWDAccounting, SWD):
     name = "dpswd"
     private = True
     sampling = "without_replacement"
+
+
+    accounting_relation = RELATIONS["without_replacement"]
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_dpswd
+
+        return account_dpswd(cfg)
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, image_shape=None, **_):

@@ -49,6 +49,7 @@ CACHE_NAME = "privatised_data.pt"
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 
 from dpgen.utils.dct import dct_matrix  # noqa: E402  (re-exported: the figures use it)
+from dpgen.methods.registry import register
 
 
 # ---- DCT (orthonormal, type II): dpgen.utils.dct ----------------------------------------------------------
@@ -144,10 +145,20 @@ def ldp_loss(kind: str, fake_rows: torch.Tensor, real_rows: torch.Tensor, p: int
     raise ValueError(f"loss={kind!r} is invalid: choose one of {', '.join(LOSSES)}")
 
 
+@register("entropic_ldp")
 class EntropicLDP(GenerativeMethod):
     name = "entropic_ldp"
     private = True
     accounts_steps = False  # Remark 1: training on the release is post-processing
+
+
+    accounting_relation = "replace one record (local DP: any two values of one record)"
+
+    @classmethod
+    def accounting_report(cls, cfg, info, steps: int):
+        from dpgen.methods.reports import account_entropic_ldp
+
+        return account_entropic_ldp(cfg)
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **_):

@@ -15,8 +15,10 @@ import torch
 
 from dpgen.baselines.wgan_gp import Critic28, gradient_penalty
 from dpgen.methods.base import GenerativeMethod
+from dpgen.methods.registry import register
 
 
+@register("wgan_gp")
 class WGANGP(GenerativeMethod):
     name = "wgan_gp"
     private = False

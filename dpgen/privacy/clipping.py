@@ -12,6 +12,7 @@ non-finite test the loop makes afterwards reads the release only.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, List, Tuple
 
 import torch
@@ -50,7 +51,8 @@ def clip_per_sample(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.
     and the norms before clipping (kept in memory: they are computed from private records)."""
     clip = check_positive(clip, "clip", "the per-sample gradient clipping bound C")
     n = grads[0].shape[0]
-    norms = torch.sqrt(sum(t.reshape(n, -1).pow(2).sum(1) for t in grads))
+    # explicit row sizes: an empty Poisson batch (n = 0) has no -1 to infer
+    norms = torch.sqrt(sum(t.reshape(n, math.prod(t.shape[1:])).pow(2).sum(1) for t in grads))
     factor = clip_factors(norms, clip)
     return [scale_finite(t, factor) for t in grads], norms
 

@@ -58,11 +58,10 @@ class ReleasedSetTask(Task):
         self.n_private = len(self.X)
 
     def build(self, cfg, steps: int, device):
-        from dpgen.methods import make_method
+        from dpgen.methods.registry import DataInfo, build
 
         shape = tuple(self.X.shape[1:])
-        method = make_method(cfg, num_classes=0, data_dim=int(np.prod(shape)), n_private=self.n_private,
-                             steps=steps, batch_size=cfg.trainer.batch_size, image_shape=shape)
+        method = build(cfg, DataInfo(self.n_private, shape, 0), steps, "generation")
         if method.private and method.accounts_steps:
             raise ValueError(f"method={cfg.method.name} runs a mechanism at every step: it cannot train on a set "
                              "released before (use method=entropic_ldp or a non-private method)")

@@ -1,260 +1,52 @@
 """``task=accounting``: calibrate the noise for a budget and print how the budget splits.
 
-Needs no dataset (only its size N and dimension d from ``dataset/``). Writes
-``accounting.json`` in the run's output folder.
+Needs no dataset (only its size N and shape from ``dataset/``). The method is found in the registry
+(or by ``method.target``) and prints its own ``accounting_report`` (``dpgen.methods.base.Method``), so a
+method outside dpgen is accounted the same way. Writes ``accounting.json`` in the run's output folder.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from dpgen.config import Config
-from dpgen.privacy.accountants import epsilon_for
-from dpgen.privacy.calibration import calibrate, steps_for_epochs, steps_to_epsilon
 
 
-def _steps(cfg: Config) -> int:
-    t = cfg.trainer
-    if t.steps is not None:
-        return int(t.steps)
-    return steps_for_epochs(cfg.dataset.n_train, t.batch_size, t.epochs)
+def _home_task(cfg: Config) -> str:
+    """The task the method trains (domain adaptation when the dataset is a source/target pair)."""
+    from dpgen.methods.registry import tasks_of
 
-
-def _cross_check(cfg: Config, z: float, q: float, steps: int, sampling: str) -> Dict[str, float]:
-    out: Dict[str, float] = {}
-    if not cfg.task.cross_check:
-        return out
-    # opacus and the moments accountant model Poisson sampling only: a fixed-size batch is checked by
-    # the independent numpy implementation of Wang et al.'s bound (wang_wor) instead
-    names = cfg.privacy.cross_check if sampling == "poisson" else ["wang_wor"]
-    for name in names:
-        if name != cfg.privacy.accountant:
-            out[name] = epsilon_for(z, q, steps, cfg.privacy.delta, sampling, name)
-    return out
-
-
-def _account_dpswd_method(cfg: Config, steps: int) -> Dict[str, Any]:
-    """dpgen's DP-SWD variants (tensor rows, DP mean, low-pass): the method object's own calibration,
-    so the accounting task and a training run report the same noise."""
-    import math
-
-    from dpgen.methods.dpswd import DPSWD
-
-    m, p, t = cfg.method, cfg.privacy, cfg.trainer
-    n = cfg.dataset.n_train
-    shape = tuple(cfg.dataset.shape) or None
-    meth = DPSWD(cfg, num_classes=cfg.dataset.num_classes, data_dim=cfg.dataset.dim, n_private=n, steps=steps,
-                 batch_size=t.batch_size, image_shape=shape)
-    cal = meth.calibration
-    eps = meth.ledger.epsilon_of(meth.noise_multiplier, steps)
-    res = {**cal, "sensitivity": math.sqrt(cal["squared_sensitivity"]), "steps": steps,
-           "sample_rate": meth.sample_rate, "epsilon_reached": eps, "d": meth.compare_dim, "k": m.k, "N": n,
-           "label_mode": m.label_mode, "center": m.center}
-    lines = [
-        f"DP-SWD on {cfg.dataset.name}: N={n}, compared dimension d={meth.compare_dim} (label_mode={m.label_mode}"
-        f"{', low-pass ' + str(m.compare_lowpass) if m.compare_lowpass else ''}), k={m.k}, batch={t.batch_size}, "
-        f"steps={steps} (q={meth.sample_rate:.5g}, sampling without replacement)",
-        f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g})",
-        f"  delta: {cal['delta_bound']:.3g} to the {m.bound} sensitivity bound, {cal['delta_rdp']:.3g} to the RDP -> DP "
-        "conversion",
-        f"  squared sensitivity w = {cal['squared_sensitivity']:.6g}",
-        f"  noise multiplier z = {meth.noise_multiplier:.6g}; sigma = z * sqrt(w) = {meth.sigma:.6g}",
-    ]
-    if m.center == "dp_mean":
-        lines.append(f"  + one DP mean release before training (noise multiplier {m.center_noise_multiplier}, "
-                     "full batch), composed in the same ledger")
-    lines.append(f"  epsilon reached = {eps:.4f} (autodp RDP)")
-    return {"summary": res, "lines": lines}
-
-
-def account_dpswd(cfg: Config) -> Dict[str, Any]:
-    from dpgen.privacy.dpswd import calibrate_dpswd_sigma
-
-    m, p, t = cfg.method, cfg.privacy, cfg.trainer
-    n = cfg.dataset.n_train
-    d = m.compare_dim or cfg.dataset.dim
-    steps = _steps(cfg)
-    # epochs when the run is given in epochs (each convention turns them into steps its own way)
-    length = {"steps": int(t.steps)} if t.steps is not None else {"epochs": t.epochs}
-    if m.label_mode == "tensor" or m.center != "none" or m.compare_lowpass:
-        return _account_dpswd_method(cfg, steps)
-    res = calibrate_dpswd_sigma(
-        epsilon=p.epsilon,
-        delta=p.delta,
-        k=m.k,
-        d=d,
-        n=n,
-        batch_size=t.batch_size,
-        bound=m.bound,
-        convention=m.convention,
-        delta_split=m.delta_split,
-        **length,
-    )
-    res = dict(res)
-    res.update({"d": d, "k": m.k, "N": n, "bound": m.bound, "convention": m.convention})
-    lines = [
-        f"DP-SWD on {cfg.dataset.name}: N={n}, d={d}, k={m.k}, batch={t.batch_size}, "
-        f"steps={res.get('steps', steps)} (q={res.get('sample_rate', t.batch_size / n):.5g}, "
-        f"sampling without replacement)",
-        f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g})",
-        f"  delta split: {res.get('delta_bound'):.3g} to the {m.bound} sensitivity bound (w holds with "
-        f"prob. 1 - delta_bound), {res.get('delta_rdp'):.3g} to the RDP -> DP conversion",
-        f"  squared sensitivity w(k, delta_bound) = {res.get('sensitivity') ** 2:.6g}  "
-        f"(sensitivity {res.get('sensitivity'):.6g})",
-        f"  noise multiplier z = {res.get('noise_multiplier'):.6g}",
-        f"  calibrated sigma = z * sqrt(w) = {res.get('sigma'):.6g}",
-    ]
-    if "epsilon_reached" in res:
-        lines.append(f"  epsilon reached = {res['epsilon_reached']:.4f} (autodp RDP, {m.convention})")
-    lines += _per_step_bound_caveat(res, m, d)
-    return {"summary": res, "lines": lines}
-
-
-def _per_step_bound_caveat(res: Dict[str, Any], m, d: int) -> List[str]:
-    """What the sigma above guarantees: the paper's per-step bound holds per step only; a training run
-    (method.union_bound=true) evaluates it at delta_bound / (q T) so it holds over the run."""
-    import math
-
-    from dpgen.privacy.dpswd import sensitivity_bound
-
-    if m.bound == "clt":
-        res["guarantee_holds"] = False
-        return ["  bound=clt is a normal approximation, not a bound: the delta above is not guaranteed"]
-    if m.bound not in ("bernstein", "chernoff"):
-        return []
-    touches = max(1.0, res["sample_rate"] * res["steps"])
-    w = sensitivity_bound(m.k, d, res["delta_bound"] / touches, bound=m.bound, convention=m.convention)
-    res["sigma_union_bound"] = res["noise_multiplier"] * math.sqrt(w)
-    res["guarantee_holds"] = False  # for the sigma above; sigma_union_bound is the one a run uses
-    return [f"  the sigma above applies the bound per step (the paper's reading): over the ~qT = {touches:.4g} "
-            "steps that touch a record its delta is not guaranteed",
-            f"  with the union bound (delta_bound / qT per step; method.union_bound=true, what a training run "
-            f"uses): w = {w:.6g}, sigma = {res['sigma_union_bound']:.6g}"]
-
-
-def account_subsampled_gaussian(cfg: Config, sensitivity: float, label: str, units: int = 0,
-                                per_step: int = 0) -> Dict[str, Any]:
-    """A subsampled Gaussian ledger: ``per_step`` of ``units`` drawn per step (default: the batch of the
-    N records; DP-Sinkhorn's adversarial variant: one of its partitions)."""
-    m, p, t = cfg.method, cfg.privacy, cfg.trainer
-    n = cfg.dataset.n_train
-    steps = _steps(cfg)
-    units, per_step = units or n, per_step or t.batch_size
-    q = per_step / units
-    z = m.noise_multiplier
-    lines = [
-        f"{label} on {cfg.dataset.name}: N={n}, {per_step} of {units} {'records' if units == n else 'partitions'} "
-        f"per step (q={q:.5g}, {m.sampling} sampling), steps={steps}",
-        f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g}); l2 sensitivity {sensitivity:g}",
-    ]
-    summary: Dict[str, Any] = {"N": n, "steps": steps, "sample_rate": q, "sampling": m.sampling,
-                               "sensitivity": sensitivity}
-    cal = calibrate(p.epsilon, p.delta, units, per_step, steps=steps, sampling=m.sampling,
-                    accountant=p.accountant, sensitivity=sensitivity, rel_tol=p.rel_tol)
-    summary["calibrated_noise_multiplier"] = cal["noise_multiplier"]
-    summary["calibrated_sigma"] = cal["sigma"]
-    lines.append(
-        f"  calibrated noise multiplier for these steps = {cal['noise_multiplier']:.6g} "
-        f"(noise std {cal['sigma']:.6g})"
-    )
-    if z is not None:
-        eps = epsilon_for(z, q, steps, p.delta, m.sampling, p.accountant)
-        checks = _cross_check(cfg, z, q, steps, m.sampling)
-        max_steps = steps_to_epsilon(p.epsilon, p.delta, z, q, m.sampling, p.accountant)
-        summary.update({"noise_multiplier": z, "noise_std": z * sensitivity, "epsilon": eps,
-                        "epsilon_cross_check": checks, "steps_to_budget": max_steps})
-        lines.append(f"  configured noise multiplier {z:g} (noise std {z * sensitivity:g}): "
-                     f"epsilon after {steps} steps = {eps:.4f} ({p.accountant})")
-        for k, v in checks.items():
-            lines.append(f"    cross-check {k}: epsilon = {v:.4f}")
-        lines.append(f"  steps until epsilon reaches {p.epsilon}: {max_steps}")
-    return {"summary": summary, "lines": lines}
-
-
-def account_entropic_ldp(cfg: Config) -> Dict[str, Any]:
-    from dpgen.privacy.local import gaussian_sigma, laplace_scale
-
-    m, p = cfg.method, cfg.privacy
-    if m.mechanism == "laplace":
-        scale = laplace_scale(p.epsilon, m.radius, m.sensitivity)
-        what = f"Laplace scale b = {scale:.6g} on the l1 ball of radius {m.radius} (epsilon-LDP)"
-    else:
-        scale = gaussian_sigma(p.epsilon, p.delta, m.radius, m.sensitivity)
-        what = f"Gaussian std s = {scale:.6g} on the l2 ball of radius {m.radius} ((epsilon, delta)-LDP)"
-    lines = [
-        f"Entropic-LDP on {cfg.dataset.name}: each record privatised once, locally",
-        f"  budget per record (epsilon, delta) = ({p.epsilon}, {p.delta:g}); sensitivity = {m.sensitivity}",
-        f"  {what}",
-        "  the guarantee does not depend on the number of training steps (post-processing, Remark 1)",
-    ]
-    return {"summary": {"mechanism": m.mechanism, "scale": scale, "radius": m.radius,
-                        "sensitivity": m.sensitivity}, "lines": lines}
-
-
-def account_dpmerf(cfg: Config) -> Dict[str, Any]:
-    """DP-MERF: one Gaussian release of the mean embedding (sensitivity 2 / n), whatever the training length."""
-    from dpgen.methods.dpmerf import DPMERF
-    from dpgen.privacy.wdp import gaussian_dp_epsilon
-
-    ds, p = cfg.dataset, cfg.privacy
-    m = DPMERF(cfg, num_classes=ds.num_classes or 0, data_dim=ds.dim, n_private=ds.n_train)
-    eps = m.ledger.epsilon_of(m.noise_multiplier, 0)
-    exact = gaussian_dp_epsilon(m.noise_multiplier, p.delta)
-    lines = [
-        f"DP-MERF on {ds.name}: the mean embedding in {m.n_features} random features released once (N = {ds.n_train})",
-        f"  replace-one sensitivity 2 / N = {m.sensitivity:.6g}; noise multiplier {m.noise_multiplier:.6g} "
-        f"(noise std {m.noise_std:.6g})",
-        f"  epsilon = {eps:.4f} at delta {p.delta:g} (autodp RDP, the ledger); analytic Gaussian mechanism: {exact:.4f}",
-        "  the guarantee does not depend on the number of training steps (post-processing of the release)",
-    ]
-    return {"summary": {"N": ds.n_train, "sensitivity": m.sensitivity, "noise_multiplier": m.noise_multiplier,
-                        "noise_std": m.noise_std, "epsilon": eps,
-                        "epsilon_cross_check": {"analytic_gaussian": exact}}, "lines": lines}
+    if cfg.method.target:
+        return cfg.task.name
+    tasks = tasks_of(cfg.method.name)
+    if "domain_adaptation" in tasks and hasattr(cfg.dataset, "target"):
+        return "domain_adaptation"
+    return tasks[0] if tasks else "generation"
 
 
 def run_accounting(cfg: Config, output_dir: Path | None = None) -> Dict[str, Any]:
+    from dpgen.methods.registry import DataInfo, method_class
+    from dpgen.methods.reports import steps_of
     from dpgen.utils.io import write_json
 
     name = cfg.method.name
+    relation = None
     if not cfg.method.private:
         out = {"summary": {"epsilon": float("inf")},
                "lines": [f"{name} is non-private: epsilon = inf (no noise to calibrate)."]}
-    elif name == "dpswd":
-        out = account_dpswd(cfg)
-    elif name == "dpsinkhorn":
-        out = account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (image gradient)")
-    elif name == "dpsinkhorn_param":  # per-sample clipping: sensitivity C; batch clipping: 2C
-        per_sample = cfg.method.clip_mode == "per_sample"
-        out = account_subsampled_gaussian(cfg, cfg.method.clip * (1 if per_sample else 2),
-                                          f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
-    elif name == "dpsinkhorn_adv":  # one of the fixed partitions per step: q = 1 / partitions
-        k = cfg.method.num_partitions or max(2, cfg.dataset.n_train // max(cfg.trainer.batch_size, 1))
-        out = account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (adversarial, one partition per "
-                                          "step)", units=int(k), per_step=1)
-    elif name == "dpsgd":
-        out = account_subsampled_gaussian(cfg, cfg.method.clip, "DP-SGD")
-    elif name == "dpdann":  # per-sample clipping of the target term: sensitivity C (add/remove, Poisson)
-        out = account_subsampled_gaussian(cfg, cfg.method.clip, "DP-DANN (target term)")
-    elif name == "entropic_ldp":
-        out = account_entropic_ldp(cfg)
-    elif name == "dpmerf":
-        out = account_dpmerf(cfg)
     else:
-        raise ValueError(f"task=accounting has no ledger for method={name!r}: it covers dpswd, dpsinkhorn, "
-                         "dpsinkhorn_param, dpsinkhorn_adv, dpsgd, dpdann, dpmerf and entropic_ldp (a method outside "
-                         "dpgen: "
-                         "train it and read the ledger in the run's metrics.json)")
-    relation = None
-    if cfg.method.private:  # every privacy report names its neighbouring relation and how it treats n
-        from dpgen.privacy.ledger import RELATIONS
-
-        relation = (RELATIONS["without_replacement"] if name == "dpswd" else
-                    "replace one record (the number of records n is public)" if name == "dpmerf" else
-                    "replace one record (local DP: any two values of one record)" if name == "entropic_ldp" else
-                    RELATIONS["poisson"])
+        cls = method_class(cfg, _home_task(cfg))
+        ds = cfg.dataset
+        info = DataInfo(int(ds.n_train), tuple(ds.shape or ()), int(ds.num_classes or 0), dim=int(ds.dim or 0))
+        out = cls.accounting_report(cfg, info, steps_of(cfg))
+        # every privacy report names its neighbouring relation and how it treats n
+        relation = out.get("relation") or cls.accounting_relation
+        if not relation:
+            raise ValueError(f"method={name}: {cls.__qualname__}'s accounting report names no neighbouring relation "
+                             "(set accounting_relation on the class or neighbouring_relation in privacy_report())")
         out["lines"].append(f"  neighbouring relation: {relation}; computed from public numbers only "
-                            f"(dataset.n_train = {cfg.dataset.n_train}, treated as public)")
+                            f"(dataset.n_train = {ds.n_train}, treated as public)")
     for line in out["lines"]:
         print(line)
     record = {"task": "accounting", "method": name, "dataset": cfg.dataset.name,

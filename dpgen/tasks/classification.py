@@ -25,37 +25,8 @@ import math
 from pathlib import Path
 from typing import Any, Dict
 
-from dpgen.methods.dpsgd import DPSGD, ClassificationBatch
+from dpgen.methods.dpsgd import ClassificationBatch
 from dpgen.train.loop import Task
-
-
-def make_dpsgd(cfg, n: int, steps: int) -> DPSGD:
-    """The method object of a run: calibrated (or given) noise and the configured accountants."""
-    from dpgen.privacy.ledger import Ledger
-
-    m, t, p = cfg.method, cfg.trainer, cfg.privacy
-    q = t.batch_size / n
-    common = dict(clip=m.clip, sample_rate=q, expected_batch_size=q * n, batch_size=t.batch_size,
-                  chunk_size=m.chunk_size, per_sample=m.per_sample)
-    if not m.private:
-        return DPSGD(private=False, **common)
-    # the ledger: the moments accountant (the WDP paper's DP column) calibrates and keeps the budget
-    ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant="moments",
-                    rel_tol=p.rel_tol)
-    z = ledger.calibrate(steps) if m.noise_multiplier is None else ledger.use_noise(m.noise_multiplier)
-    method = DPSGD(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
-                   wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta, pair_examples=m.pair_examples,
-                   total_steps=steps, ledger=ledger, **common)
-    method.epsilon_budget = float(p.epsilon)
-    method.cross_check_names = tuple(p.cross_check)
-    method.wdp_settings = {"order": m.wdp_order, "beta": m.wdp_beta}
-    # the steps the budget allows in total: all the calibrated steps, or what a fixed noise affords
-    method.max_steps = steps if m.noise_multiplier is None else ledger.max_steps()
-    if method.max_steps == 0:
-        raise ValueError(f"privacy.epsilon={p.epsilon} at delta={p.delta} is spent by not even one step with "
-                         f"method.noise_multiplier={z} at q={q:.4g}: raise the noise or the budget (or set "
-                         "method.noise_multiplier=null to calibrate it).")
-    return method
 
 
 class ClassificationTask(Task):
@@ -64,9 +35,9 @@ class ClassificationTask(Task):
     def setup(self, cfg, device) -> None:
         from dpgen.data import as_tensors, load_split
 
-        if cfg.method.name != "dpsgd":
-            raise ValueError(f"task=classification trains method=dpsgd, not method={cfg.method.name!r}: "
-                             "use method=dpsgd (method.private=false for the non-private baseline).")
+        from dpgen.methods.registry import method_class
+
+        method_class(cfg, "classification")  # a method this task trains, before any data is read
         ds = load_split(cfg.dataset, "train")
         X, Y = as_tensors(ds)
         self.X, self.Y = X.float().to(device), Y.long().to(device)
@@ -86,7 +57,9 @@ class ClassificationTask(Task):
     def build(self, cfg, steps: int, device):
         from dpgen.models.classifiers import make_classifier
 
-        method = make_dpsgd(cfg, self.n_private, steps)
+        from dpgen.methods.registry import DataInfo, build
+
+        method = build(cfg, DataInfo(self.n_private, self.shape, self.num_classes), steps, "classification")
         model = make_classifier(self.shape, self.num_classes, arch=cfg.task.model, norm=cfg.task.norm).to(device)
         return method, {"model": model}
 

@@ -26,12 +26,8 @@ from typing import Any, Dict
 import torch
 
 from dpgen.methods.da_base import DABatch
-from dpgen.methods.da_dpswd import DADPSWD, DASWD
-from dpgen.methods.dann import DANN
-from dpgen.methods.dpdann import DPDANN
 from dpgen.train.loop import Task
 
-DA_METHODS = {"dpswd": DADPSWD, "swd": DASWD, "dann": DANN, "dpdann": DPDANN}
 
 
 def _load_domain(cfg, which: str):
@@ -99,17 +95,13 @@ class DomainAdaptationTask(Task):
         self.device = device
 
     def build(self, cfg, steps: int, device):
-        from dpgen.methods import load_class
+        from dpgen.methods.registry import DataInfo, build, method_class
         from dpgen.models.da_nets import make_da_nets
 
-        name = cfg.method.name
-        if not cfg.method.target and name not in DA_METHODS:
-            raise ValueError(f"method={name!r} cannot run task=domain_adaptation: choose one of "
-                             f"{', '.join(DA_METHODS)} (or give method.target)")
-        cls = load_class(cfg.method.target) if cfg.method.target else DA_METHODS[name]
+        method_class(cfg, "domain_adaptation")  # a method this task trains, before the networks are built
         g, h, disc, feat_dim = make_da_nets("auto", self.data["shape"], self.data["num_classes"])
-        method = cls(cfg, feat_dim, self.data["num_classes"], self.n_private, steps, cfg.trainer.batch_size,
-                     disc=disc.to(device))
+        info = DataInfo(self.n_private, tuple(self.data["shape"]), self.data["num_classes"], feat_dim=feat_dim)
+        method = build(cfg, info, steps, "domain_adaptation", disc=disc.to(device))
         return method, {"g": g.to(device), "h": h.to(device)}
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int) -> DABatch:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-import numpy as np
 import torch
 
 from dpgen.train.loop import Task
@@ -36,6 +35,9 @@ class GenerationTask(Task):
 
     def setup(self, cfg, device) -> None:
         from dpgen.data import load_split
+        from dpgen.methods.registry import method_class
+
+        method_class(cfg, "generation")  # a method this task trains, before any data is read
 
         self.device = device
         self.train_ds = load_split(cfg.dataset, "train")
@@ -50,12 +52,10 @@ class GenerationTask(Task):
                                  f"({self.num_classes} classes): check dataset.num_classes or the label file")
 
     def build(self, cfg, steps: int, device):
-        from dpgen.methods import make_method
+        from dpgen.methods.registry import DataInfo, build
         from dpgen.models import generator_from_config
 
-        method = make_method(cfg, num_classes=self.num_classes, data_dim=int(np.prod(self.shape)),
-                             n_private=self.n_private, steps=steps, batch_size=cfg.trainer.batch_size,
-                             image_shape=self.shape)
+        method = build(cfg, DataInfo(self.n_private, self.shape, self.num_classes), steps, "generation")
         if not self.in_memory and method.needs_whole_set:
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")

@@ -1,0 +1,101 @@
+"""One registry and one construction call for every method of every task.
+
+A method class says which tasks it trains with ``@register("name", tasks=(...))``; a run builds it with
+``build(cfg, info, steps)``, where ``info`` (:class:`DataInfo`) holds the public facts of the data the
+task loaded (the number of private records, one record's shape, the class count, the DA feature size).
+A method outside dpgen (``method.target: package.module.Class``) is built the same way, without
+registering. Each base class turns ``(cfg, info, steps)`` into its constructor's arguments in
+``from_config``; a method overrides it when it needs more (DP-SGD's ledger).
+
+``task=accounting`` uses the same call: it builds the method from the dataset's size alone and prints
+the method's own :meth:`accounting_report` (``dpgen.methods.base.Method``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+#: task name -> method name -> class
+REGISTRY: Dict[str, Dict[str, type]] = {}
+
+TASK_NAMES = ("generation", "domain_adaptation", "classification")
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """Public facts about a task's data that a method is built from (never the records themselves)."""
+
+    n_private: int  #: private records (the sample rate's denominator; treated as public)
+    shape: Tuple[int, ...] = ()  #: one record's shape (C, H, W) for images, (d,) for vectors
+    num_classes: int = 0  #: 0: unconditional
+    feat_dim: int = 0  #: domain adaptation: the feature extractor's output size
+    dim: int = 0  #: values per record (default: the product of ``shape``)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if not self.dim and self.shape:
+            object.__setattr__(self, "dim", int(math.prod(self.shape)))
+
+
+def register(name: str, tasks: Tuple[str, ...] = ("generation",)):
+    """Class decorator: ``method=<name>`` builds this class for each task in ``tasks``."""
+    for t in tasks:
+        if t not in TASK_NAMES:
+            raise ValueError(f"register({name!r}, tasks={tasks!r}): unknown task {t!r}; tasks are {', '.join(TASK_NAMES)}")
+
+    def deco(cls):
+        for t in tasks:
+            old = REGISTRY.setdefault(t, {}).get(name)
+            if old is not None and old is not cls:
+                raise ValueError(f"method {name!r} is registered twice for task={t}: {old.__qualname__} and "
+                                 f"{cls.__qualname__}")
+            REGISTRY[t][name] = cls
+        return cls
+
+    return deco
+
+
+def methods_for(task: str) -> Dict[str, type]:
+    """The registered methods of one task (name -> class)."""
+    _load_builtin()
+    return dict(REGISTRY.get(task, {}))
+
+
+def tasks_of(name: str) -> Tuple[str, ...]:
+    _load_builtin()
+    return tuple(t for t in TASK_NAMES if name in REGISTRY.get(t, {}))
+
+
+def method_class(cfg, task: Optional[str] = None) -> type:
+    """The class ``cfg.method`` names for ``task`` (default ``cfg.task.name``), or a ValueError that says
+    which task the method trains."""
+    if cfg.method.target:  # a method outside dpgen (docs/EXTENDING.md)
+        from dpgen.utils.objects import import_object
+
+        return import_object(cfg.method.target, "method.target")
+    task = task or cfg.task.name
+    name = cfg.method.name
+    known = methods_for(task)
+    if name in known:
+        return known[name]
+    other = tasks_of(name)
+    if other:
+        raise ValueError(f"method={name} trains task={' or task='.join(other)}, not task={task}: add "
+                         f"task={other[0]} (or pick one of {', '.join(known)} for task={task}).")
+    raise ValueError(f"method={name!r} cannot train task={task!r}: the methods of task={task} are "
+                     f"{', '.join(known)} (task=accounting covers every private method; a method outside "
+                     "dpgen is given by method.target, docs/EXTENDING.md).")
+
+
+def build(cfg, info: DataInfo, steps: int, task: Optional[str] = None, **extra: Any):
+    """The method object of a run: ``cls.from_config(cfg, info, steps, **extra)``."""
+    cls = method_class(cfg, task)
+    return cls.from_config(cfg, info, int(steps), **extra)
+
+
+def _load_builtin() -> None:
+    import importlib
+
+    importlib.import_module("dpgen.methods")  # importing the package registers every built-in method
