@@ -643,7 +643,9 @@ class TrainerConfig:
 
 @dataclass
 class Config:
-    method: MethodConfig = MISSING
+    #: a method's YAML extends its schema (``/schema/method/<name>@_here_``); an outside method's YAML may
+    #: instead give its own keys, validated by its class's ``Settings`` dataclass (``validate``)
+    method: Any = MISSING
     dataset: DatasetConfig = MISSING
     task: TaskConfig = MISSING
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
@@ -694,13 +696,37 @@ def register_configs() -> None:
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
 
 
+def _outside_method_settings(values: Any) -> MethodConfig:
+    """A method YAML that extends no schema: its class (``target``) declares its settings as a dataclass
+    ``Settings`` subclassing :class:`MethodConfig`, which validates them here (unknown keys named)."""
+    if not isinstance(values, dict) or not values.get("target"):
+        raise ConfigError("method: a method YAML extends its schema (defaults: [/schema/method/base@_here_]) or "
+                          "names its class in target: with the class's Settings dataclass (docs/EXTENDING.md)")
+    from dpgen.utils.objects import import_object
+
+    cls = import_object(values["target"], "method.target")
+    schema = getattr(cls, "Settings", MethodConfig)
+    if not (isinstance(schema, type) and issubclass(schema, MethodConfig)):
+        raise ConfigError(f"method.target={values['target']}: {cls.__qualname__}.Settings must be a dataclass "
+                          "subclassing dpgen.config.MethodConfig")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"method (target {values['target']}, settings {schema.__qualname__}): {e}") from None
+
+
 def validate(cfg: DictConfig) -> Any:
     """Instantiate the dataclasses (running every ``__post_init__`` check) and return the object.
 
     Raises :class:`ConfigError` naming the bad key.
     """
     try:
-        return OmegaConf.to_object(cfg)
+        obj = OmegaConf.to_object(cfg)
+        if isinstance(obj, Config) and not isinstance(obj.method, MethodConfig):
+            obj.method = _outside_method_settings(obj.method)
+        return obj
     except ConfigError:
         raise
     except PrivacyParameterError as e:

@@ -36,6 +36,7 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     assert m["method"] == "dp_mean_match" and m["steps"] == 20
     assert p["private_steps"] == 20 and 9.0 < p["epsilon_spent"] <= 10.0  # calibrated to the budget
     assert p["neighbouring_relation"].startswith("replace one")
+    assert p["clip"] == 0.5  # the method's own setting, from its YAML through its Settings dataclass
     assert p["epsilon_cross_check"]["wang_wor"] > 0
     assert json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())["steps"] == 20
     assert "loss" in json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -43,6 +44,19 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     acct = json.loads((tmp_path / "acct" / "accounting.json").read_text())
     assert acct["method"] == "dp_mean_match" and acct["neighbouring_relation"].startswith("replace one")
     assert acct["epsilon"] == p["epsilon_spent"]  # the same 20 steps at the same noise as the run
+
+
+def test_an_outside_methods_settings_are_validated_by_its_class(tmp_path, monkeypatch, run_cli):
+    """method.clip of the outside method is checked by its Settings dataclass: a bad value and an unknown
+    key are refused with the key named (exit 2, no traceback)."""
+    _write_blocks(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "toy_methods"))
+    base = ["method=dp_mean_match", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "task=accounting"]
+    for extra, named in (("method.clip=-1", "method.clip=-1.0 must be > 0"), ("+method.clipp=3", "clipp")):
+        code, text = run_cli(*base, extra)
+        assert code == 2 and named in text and "Traceback" not in text, text
+    code, text = run_cli(*base, "method.clip=2")
+    assert code == 0 and "  clip: 2.0" in text, text
 
 
 def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_path):
