@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"```[a-z]*\n# file: (?P<name>\S+)\n(?P<body>.*?)```", re.S)
 
@@ -57,6 +59,28 @@ def test_an_outside_methods_settings_are_validated_by_its_class(tmp_path, monkey
         assert code == 2 and named in text and "Traceback" not in text, text
     code, text = run_cli(*base, "method.clip=2")
     assert code == 0 and "  clip: 2.0" in text, text
+
+
+def test_the_dp_gan_of_extending_md_trains_accounts_and_passes_the_audit(tmp_path):
+    """DP-SGD on a discriminator through the privacy library's per-sample helper: a private method in one
+    file and one YAML, with its own settings, through run.py, task=accounting and the canary audit (which
+    must catch the quarter-noise control)."""
+    import csv
+
+    files = _write_blocks(tmp_path)
+    assert {"toy_methods/dp_gan.py", "conf/method/dp_gan.yaml", "run_gan.sh"} <= set(files)
+    _bash("run_gan.sh", tmp_path)
+    m = json.loads((tmp_path / "gan" / "metrics.json").read_text())
+    p = m["privacy"]
+    assert m["method"] == "dp_gan" and m["steps"] == 30 and p["private_steps"] == 30
+    assert 9.0 < p["epsilon_spent"] <= 10.0 and p["neighbouring_relation"].startswith("add/remove")
+    assert m["downstream"]["logreg"]["test_acc"] > 0
+    acct = json.loads((tmp_path / "gan_acct" / "accounting.json").read_text())
+    assert acct["epsilon"] == pytest.approx(p["epsilon_spent"]) and acct["neighbouring_relation"].startswith("add/remove")
+    rows = {r["audit"] if "audit" in r else r["variant"]: r
+            for r in csv.DictReader((tmp_path / "gan_audit" / "privacy_audit.csv").open())}
+    verdicts = sorted(r["verdict"] for r in rows.values())
+    assert verdicts == ["caught", "pass", "pass"], rows
 
 
 def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_path):

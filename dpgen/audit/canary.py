@@ -708,6 +708,64 @@ def audit_local(trials: int, seed: int, kind: str = "gaussian", sensitivity: str
                    scores[0], scores[1])
 
 
+# ---- any method with the release hook (dpgen.methods.base.Method.release), outside methods included ----
+
+RELEASE_SHAPE = (1, 4, 4)
+
+
+def audit_release(trials: int, seed: int, method: str = "", overrides: Sequence[str] = (), noise_scale: float = 1.0,
+                  progress: bool = True, nonfinite: bool = False) -> Samples:
+    """The method ``method=<name>`` (``overrides``: e.g. ``hydra.searchpath=[file://...]`` for an outside
+    method's YAML) built as a run builds it (``registry.build``, batch 2 of 1,000 records of shape 1 x 4 x 4),
+    its ``release(real, y)`` read directly. D' = {r}, D = {r, canary}; the canary (every value 3) is far
+    from r (every value 0.2). Score: the release along the unit direction of the canary's noise-free
+    effect. The noise multiplier is set to 2 on the method (the hook's contract: ``release`` reads
+    ``self.noise_multiplier``); the design sensitivity is ``release_sensitivity()``."""
+    from dpgen.methods.registry import DataInfo, build
+
+    cfg = compose_config([f"method={method}", "trainer.batch_size=2", *overrides])
+    m = build(cfg, DataInfo(1000, RELEASE_SHAPE, 2), 1, "generation")
+    if not callable(getattr(m, "release", None)):
+        raise ValueError(f"method={method}: {type(m).__qualname__} defines no release(real, y) hook "
+                         "(dpgen.methods.base.Method.release) for the canary audit")
+    sens = float(m.release_sensitivity())
+    y = torch.zeros(2, dtype=torch.long)
+    r = torch.full((1, *RELEASE_SHAPE), 0.2)
+    c = torch.full((1, *RELEASE_SHAPE), 3.0)
+    m.rng = _gen(seed)
+    m.noise_multiplier = 0.0  # the noise-free effect of the canary gives the score's direction
+    shift = _flat(m.release(torch.cat([r, c]), y)) - _flat(m.release(r, y[:1]))
+    if not float(shift.norm()) > 0:
+        raise ValueError(f"method={method}: the canary does not change the noise-free release: no direction to score")
+    direction = shift / shift.norm()
+    m.noise_multiplier = NOISE_MULTIPLIER * noise_scale
+
+    def side(real, desc):
+        out = np.empty(trials)
+        for i in _trials(trials, desc, progress):
+            out[i] = _score(_flat(m.release(real, y[:len(real)])) @ direction)
+        return out
+
+    s_in = side(torch.cat([r, _poison(c) if nonfinite else c]), f"{method} D")
+    s_out = side(r, f"{method} D'")
+    relation = ADD_REMOVE_POISSON if m.sampling == "poisson" else REPLACE_WOR
+    delta = float(cfg.privacy.delta)
+    return Samples(f"{type(m).__qualname__}.release (method={method})",
+                   _variant(f"release_sensitivity {sens:.4g}", noise_scale, nonfinite), relation, noise_scale == 1.0,
+                   gaussian_epsilon(NOISE_MULTIPLIER, delta), delta, sens, s_in, s_out,
+                   [f"the canary's noise-free shift {float(shift.norm()):.4g} (design bound {sens:.4g})"])
+
+
+def release_audits(method: str, overrides: Sequence[str] = ()) -> List["AuditSpec"]:
+    """The rows of ``--method <name>``: the release, with a non-finite canary, and a quarter of the noise
+    (not covered: it must be caught)."""
+    kw = {"method": method, "overrides": tuple(overrides)}
+    return [AuditSpec(f"release/{method}", audit_release, kw, trials_factor=0.3),
+            AuditSpec(f"nonfinite/release_{method}", audit_release, {**kw, "nonfinite": True}, trials_factor=0.2),
+            AuditSpec(f"release/{method}_quarter_noise", audit_release, {**kw, "noise_scale": 0.25},
+                      trials_factor=0.3)]
+
+
 # ================================================================================================
 # the audit table
 # ================================================================================================
@@ -790,18 +848,22 @@ def one_thread():
 
 
 def audit_rows(names: Optional[Sequence[str]] = None, trials: int = 10_000, seed: Optional[int] = None,
-               fast: bool = False, progress: bool = True, noise_scale: Optional[float] = None) -> List[Dict]:
+               fast: bool = False, progress: bool = True, noise_scale: Optional[float] = None,
+               extra: Optional[Sequence[AuditSpec]] = None) -> List[Dict]:
     """Run the audits ``names`` (default: all, or the ``fast`` subset) and return their table rows.
 
     ``trials``: trials per side of a unit-cost row (each row scales it by its ``trials_factor``).
     ``noise_scale`` (tests): run every Gaussian mechanism with its noise multiplier times this while
-    claiming the design value (the rows are then expected to be caught).
+    claiming the design value (the rows are then expected to be caught). ``extra``: more rows (those of
+    ``--method``, :func:`release_audits`), run after the table's own.
     """
     from tqdm.auto import tqdm
 
     specs = [a for a in AUDITS if (names is None and (a.fast or not fast)) or (names is not None and a.name in names)]
+    extra = list(extra or ())
+    specs += extra
     if names is not None:
-        unknown = set(names) - set(AUDIT_NAMES)
+        unknown = set(names) - set(AUDIT_NAMES) - {a.name for a in extra}
         if unknown:
             raise ValueError(f"unknown audits {sorted(unknown)}: choose from {', '.join(AUDIT_NAMES)}")
     seed = secrets.randbits(62) if seed is None else int(seed)
@@ -809,7 +871,8 @@ def audit_rows(names: Optional[Sequence[str]] = None, trials: int = 10_000, seed
     with one_thread():
         for spec in tqdm(specs, desc="privacy audit", disable=not progress, dynamic_ncols=True):
             n = max(spec.min_trials, int(round(trials * spec.trials_factor)))
-            row_seed = seed + 1000 * AUDIT_NAMES.index(spec.name)  # the same with or without --only
+            index = AUDIT_NAMES.index(spec.name) if spec.name in AUDIT_NAMES else len(AUDIT_NAMES) + extra.index(spec)
+            row_seed = seed + 1000 * index  # the same with or without --only
             kw = dict(spec.kwargs)
             if noise_scale is not None and spec.run is not audit_local and spec.run is not audit_leaky_logger:
                 kw["noise_scale"] = noise_scale
@@ -857,6 +920,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--only", default=None, help=f"comma-separated audits: {', '.join(AUDIT_NAMES)}")
     p.add_argument("--seed", type=int, default=None, help="mechanism randomness (default: OS entropy)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--method", default=None,
+                   help="also audit method=<name> through its release(real, y) hook (an outside method too: give its "
+                        "YAML folder with --set hydra.searchpath=[file://DIR]); adds a quarter-noise row that must be caught")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override for --method's composition (repeatable)")
     a = p.parse_args(argv)
     from dpgen.utils.io import tables_dir
 
@@ -864,7 +932,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     seed = secrets.randbits(62) if a.seed is None else a.seed
     names = [s.strip() for s in a.only.split(",")] if a.only else None
     t0 = time.perf_counter()
-    rows = audit_rows(names, trials=trials, seed=seed, fast=a.fast, progress=not a.no_progress)
+    extra = release_audits(a.method, a.set) if a.method else None
+    if a.method and names is None:
+        names = [x.name for x in extra]  # --method alone: its rows only
+    rows = audit_rows(names, trials=trials, seed=seed, fast=a.fast, progress=not a.no_progress, extra=extra)
     wall = time.perf_counter() - t0
     out = Path(a.out) if a.out else tables_dir()
     write_audit_table(rows, out, seed_note=f"seed {seed} (--seed {seed} reproduces the mechanisms' randomness)",

@@ -97,6 +97,14 @@ class Method(LedgerState):
         lines += [f"  {k}: {v}" for k, v in rep.items() if k not in ("neighbouring_relation",)]
         return {"summary": rep, "lines": lines, "relation": rep.get("neighbouring_relation")}
 
+    # -- the audit's hook (dpgen.audit.canary.audit_release) ----------------------------------------
+    #: a method whose step releases one Gaussian mechanism's output may define
+    #: ``release(real, y) -> List[Tensor]`` (that output for the real batch ``real``, noise
+    #: ``self.noise_multiplier * release_sensitivity()`` per coordinate, drawn from ``self.rng``) and
+    #: ``release_sensitivity() -> float`` (its l2 sensitivity under the method's relation); ``make audit``
+    #: then audits it with canaries through that code (``--method <name>``), outside methods included
+    release = None
+
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Indices of this step's private batch."""
         if self.sampling == "poisson":

@@ -135,8 +135,11 @@ class GenerationTask(Task):
             detail = (f"{p['bound']} bound, k={p['k']}, rows: {p['row_bound']}" if "bound" in p else
                       "one release before training, the steps are post-processing" if p.get("depends_on_steps") is False
                       else f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
-            print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at delta "
-                  f"{p['delta']:.3g} (sigma {p['sigma']:.4g}, {detail})")
+            z = p.get("noise_multiplier")
+            noise = (f"noise multiplier {z:.4g}" if isinstance(z, (int, float)) else
+                     f"sigma {p['sigma']:.4g}" if isinstance(p.get("sigma"), (int, float)) else "noise: see metrics.json")
+            print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p.get('epsilon_budget', 'n/a')} at delta "
+                  f"{p['delta']:.3g} ({noise}, {detail})")
         else:
             print("  privacy: none (non-private baseline)")
         ds = m.get("downstream") or {}
