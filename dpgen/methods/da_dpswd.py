@@ -33,7 +33,7 @@ import torch
 from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.privacy.dpswd import DPSWDAccounting
-from dpgen.methods.dpswd import bound_rows
+from dpgen.methods.dpswd import DPSWDConfig, SWDConfig, bound_rows
 from dpgen.methods.registry import register
 from dpgen.privacy.ledger import RELATIONS
 
@@ -55,6 +55,7 @@ def bound_representation(z: torch.Tensor, how: str) -> torch.Tensor:
 
 @register("swd", tasks=("domain_adaptation",))
 class DASWD(DAMethod):
+    Settings = SWDConfig
     """Non-private sliced Wasserstein alignment of source and target representations."""
 
     name = "swd"
@@ -118,6 +119,7 @@ class DASWD(DAMethod):
 
 @register("dpswd", tasks=("domain_adaptation",))
 class DADPSWD(DPSWDAccounting, DASWD):
+    Settings = DPSWDConfig
     name = "dpswd"
     private = True
     sampling = "without_replacement"

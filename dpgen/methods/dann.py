@@ -9,6 +9,7 @@ the discriminator learns to tell the domains apart, the feature extractor to con
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict
 
 import torch
@@ -16,6 +17,16 @@ import torch.nn.functional as F
 
 from dpgen.methods.da_base import DAMethod, ganin_weight, grad_reverse
 from dpgen.methods.registry import register
+from dpgen.utils.settings import MethodConfig
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class DANNConfig(MethodConfig):
+    """DANN (Ganin et al. 2016): a domain discriminator trained through gradient reversal (non-private)."""
+
+    name: str = "dann"
+    private: bool = False
 
 
 def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
@@ -25,6 +36,7 @@ def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
 
 @register("dann", tasks=("domain_adaptation",))
 class DANN(DAMethod):
+    Settings = DANNConfig
     name = "dann"
     private = False
 

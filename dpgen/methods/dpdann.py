@@ -18,17 +18,38 @@ noise multiplier z calibrated for the run's steps, cross-checked with opacus' RD
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.da_base import grad_reverse
-from dpgen.privacy.ledger import Ledger
-from dpgen.privacy.clipping import clip_per_sample
+from dpgen.methods.dann import DANN, domain_loss
 from dpgen.methods.registry import register
-from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.clipping import clip_per_sample
+from dpgen.privacy.ledger import RELATIONS, Ledger
+from dpgen.privacy.validation import check_positive
+from dpgen.utils.settings import MethodConfig
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class DPDANNConfig(MethodConfig):
+    """DP-DANN: DANN whose target-dependent gradients are clipped per sample at C and noised (DP-SGD)."""
+
+    name: str = "dpdann"
+    sampling: str = "poisson"
+    #: per-sample clipping bound C of the target term's gradient
+    clip: float = 1.0
+    #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes it
+    noise_multiplier: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.clip, "method.clip", "the per-sample gradient clipping bound C")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
 
 
 def per_sample_grads(g, disc, xt: torch.Tensor) -> Tuple[List[str], List[torch.Tensor]]:
@@ -89,6 +110,7 @@ class OpacusGhostClip:
 
 @register("dpdann", tasks=("domain_adaptation",))
 class DPDANN(DANN):
+    Settings = DPDANNConfig
     name = "dpdann"
     private = True
     sampling = "poisson"

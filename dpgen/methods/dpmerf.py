@@ -26,12 +26,42 @@ kernel sees images of any size alike. No setting was tuned on any test split.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 import torch
 
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
+from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.settings import ConfigError, MethodConfig
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class DPMERFConfig(MethodConfig):
+    """DP-MERF (Harder et al. 2021), the reference baseline: the class-conditional mean embedding of the
+    private set in random Fourier features, released once (Gaussian mechanism), a generator fitted to it."""
+
+    name: str = "dpmerf"
+    private: bool = True
+    #: D random features (D / 2 frequencies, cos and sin); DP-MERF's MNIST setting
+    n_features: int = 1000
+    #: length scale of the Gaussian kernel (null: sqrt(127 d / 784), DP-MERF's MNIST kernel scaled to d pixels)
+    length_scale: Optional[float] = None
+    #: noise multiplier of the one release, std = z 2 / n (null: calibrated to privacy.epsilon)
+    noise_multiplier: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.n_features, "method.n_features", "the number of random features")
+        if self.n_features % 2:
+            raise ConfigError(f"method.n_features={self.n_features} is invalid: it must be even (cos and sin of "
+                              "n_features / 2 frequencies)")
+        if self.length_scale is not None:
+            check_positive(self.length_scale, "method.length_scale", "the Gaussian kernel's length scale")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
 
 #: DP-MERF's MNIST kernel variance on 784 pixels in [0, 1] (its public code's default)
 MNIST_KERNEL_VARIANCE, MNIST_DIM = 127.0, 784
@@ -70,6 +100,7 @@ def mean_embedding(x: torch.Tensor, y: Optional[torch.Tensor], freqs: torch.Tens
 
 @register("dpmerf")
 class DPMERF(GenerativeMethod):
+    Settings = DPMERFConfig
     name = "dpmerf"
     private = True
     sampling = "without_replacement"

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -51,9 +51,56 @@ import torch
 import torch.nn.functional as F
 
 from dpgen.methods.base import Method
-from dpgen.privacy.validation import PrivacyParameterError, check_delta, check_positive, check_sample_rate
 from dpgen.methods.registry import register
 from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
+                                      check_sample_rate)
+from dpgen.utils.settings import ConfigError, MethodConfig
+from dpgen.utils.settings import choice as _choice
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class DPSGDConfig(MethodConfig):
+    """DP-SGD classifier (WDP paper): per-sample clipping at C, noise sigma C."""
+
+    name: str = "dpsgd"
+    sampling: str = "poisson"
+    clip: float = 1.0
+    noise_multiplier: Optional[float] = None
+    #: accountants run on the same training (dpgen/methods/dpsgd.py): moments (DP, the ledger, always on),
+    #: rdp, opacus_rdp (extra DP ledgers), bdp (Bayesian, Triastcyn & Faltings), wdp (Wasserstein)
+    accountants: List[str] = field(default_factory=lambda: ["moments", "bdp", "wdp"])
+    bdp_delta: float = 1e-10
+    wdp_delta: float = 1e-10
+    #: WDP order mu and Theorem 1's beta (the WDP authors' code: 16 and 32)
+    wdp_order: float = 16.0
+    wdp_beta: float = 32.0
+    #: examples per batch whose clipped gradients give the pairs of the bdp/wdp accountants (k(k-1)/2 pairs)
+    pair_examples: int = 8
+    #: per-example gradients computed this many at a time (null: the whole batch at once; per_sample=func)
+    chunk_size: Optional[int] = 32
+    #: the clipped per-sample sum: ghost (opacus' fast gradient clipping, default) or func (torch.func, materialised)
+    per_sample: str = "ghost"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.clip, "method.clip", "the per-sample gradient clipping bound C")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
+        for a in self.accountants:
+            _choice(a, "method.accountants[]", ("moments", "rdp", "opacus_rdp", "bdp", "wdp"))
+        _choice(self.per_sample, "method.per_sample", ("ghost", "func"))
+        check_delta(self.bdp_delta, "method.bdp_delta")
+        check_delta(self.wdp_delta, "method.wdp_delta")
+        if not self.wdp_order >= 1:
+            raise ConfigError(f"method.wdp_order={self.wdp_order} is invalid: the WDP order mu must be >= 1.")
+        check_positive(self.wdp_beta, "method.wdp_beta", "Theorem 1's free parameter beta, e.g. 32")
+        if self.pair_examples < 2:
+            raise ConfigError(f"method.pair_examples={self.pair_examples} is invalid: the bdp/wdp accountants need "
+                              "at least 2 per-example gradients per step (3 for bdp); e.g. 8.")
+        if self.chunk_size is not None:
+            check_positive_int(self.chunk_size, "method.chunk_size")
 
 #: accountants dpsgd can run: the DP ledgers and the two pairwise (data-dependent) ones
 DP_ACCOUNTANTS = ("moments", "rdp", "opacus_rdp")
@@ -131,6 +178,7 @@ class ClassificationBatch:
 
 @register("dpsgd", tasks=("classification",))
 class DPSGD(Method):
+    Settings = DPSGDConfig
     """DP-SGD's mechanism + the accountants of one classification run (see module doc).
 
     ``private=False`` gives plain SGD (no clipping, no noise, no accountant): the non-private baseline.

@@ -48,6 +48,7 @@ alpha_c > 0: a ValueError naming the mismatch (dpgen.losses.sinkhorn.conditional
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -55,13 +56,77 @@ import torch.nn as nn
 
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
-from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.methods.registry import register
+from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.settings import ConfigError, MethodConfig
+from dpgen.utils.settings import choice as _choice
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class SinkhornConfig(MethodConfig):
+    """The Sinkhorn-divergence generator loss (non-private) and its adversarial variant (Eq. 6)."""
+
+    name: str = "sinkhorn"
+    private: bool = False
+    sampling: str = "poisson"
+    #: entropy regularisation of the Sinkhorn divergence (0.05 MNIST, 5 CelebA)
+    entropy_reg: float = 0.05
+    alpha_c: float = 15.0
+    #: Sinkhorn loss settings (dpgen/losses/sinkhorn.py): static (dpgen's log-domain loop with a fixed
+    #: schedule: no host sync, CUDA-graph ready; same algorithm and values as geomloss at the same
+    #: diameter), tensorized / online / auto (geomloss, the reference); epsilon-scaling ratio
+    backend: str = "static"
+    scaling: float = 0.5
+    #: start of the epsilon-scaling schedule (diameter^2). null: static uses the data-independent box of
+    #: the rows' domain ([0, 1] pixels, alpha_c one-hot labels); geomloss measures each batch's box
+    diameter: Optional[float] = None
+    #: adversarial variants (Eq. 6): weight of the normalised features, feature extractors' Adam lr,
+    #: number of data partitions (one extractor each; null: N // batch_size)
+    alpha_a: float = 10.0
+    feature_lr: float = 1e-4
+    num_partitions: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.entropy_reg, "method.entropy_reg", "the entropy regularisation epsilon")
+        if self.alpha_c < 0 or self.alpha_a < 0:
+            raise ConfigError(f"method.alpha_c={self.alpha_c} / method.alpha_a={self.alpha_a} is invalid: both must "
+                              "be >= 0.")
+        _choice(self.backend, "method.backend", ("auto", "tensorized", "online", "static"))
+        if self.diameter is not None:
+            check_positive(self.diameter, "method.diameter", "the start of the epsilon-scaling schedule")
+        if not 0.0 < self.scaling < 1.0:
+            raise ConfigError(f"method.scaling={self.scaling} is invalid: geomloss' epsilon-scaling ratio lies in "
+                              "(0, 1).")
+        check_positive(self.feature_lr, "method.feature_lr")
+        if self.num_partitions is not None:
+            check_positive_int(self.num_partitions, "method.num_partitions")
+
+
+@dataclass
+class DPSinkhornConfig(SinkhornConfig):
+    """DP-Sinkhorn (dp-sinkhorn.txt): image-gradient clip C and noise 2 C sigma, Poisson batches."""
+
+    name: str = "dpsinkhorn"
+    private: bool = True
+    clip: float = 0.5
+    noise_multiplier: float = 1.1
+    #: dpsinkhorn_param only: per_sample (DP-SGD on the record-separable dual bound) | batch (the batch gradient)
+    clip_mode: str = "per_sample"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice(self.clip_mode, "method.clip_mode", ("per_sample", "batch"))
+        check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
+        check_positive(self.noise_multiplier, "method.noise_multiplier")
 
 
 @register("sinkhorn")
 class Sinkhorn(GenerativeMethod):
+    Settings = SinkhornConfig
     """Non-private class-conditional Sinkhorn-divergence generator loss."""
 
     name = "sinkhorn"
@@ -175,6 +240,7 @@ class _PrivateMixin:
 
 @register("dpsinkhorn")
 class DPSinkhorn(_PrivateMixin, Sinkhorn):
+    Settings = DPSinkhornConfig
     """Algorithm 1: Poisson batches, image gradient clipped to C and noised with std 2 C sigma."""
 
     name = "dpsinkhorn"
@@ -249,6 +315,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
 @register("dpsinkhorn_param")
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
+    Settings = DPSinkhornConfig
     """DP-Sinkhorn (param grad): noise on the generator's parameter gradient (clip_mode per_sample | batch)."""
 
     name = "dpsinkhorn_param"
@@ -500,6 +567,7 @@ class AdversarialSinkhorn(Sinkhorn):
 
 @register("dpsinkhorn_adv")
 class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
+    Settings = DPSinkhornConfig
     """Eq. 6 with one extractor per fixed data partition; one partition (record) drawn per step."""
 
     name = "dpsinkhorn_adv"

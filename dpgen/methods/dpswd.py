@@ -43,17 +43,122 @@ sample (and, as Algorithm 1, on the generated ones), one accountant step.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
 
 import torch
 import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod
-from dpgen.privacy.dpswd import DPSWDAccounting
-from dpgen.privacy.clipping import clip_rows
 from dpgen.methods.registry import register
+from dpgen.privacy.clipping import clip_rows
+from dpgen.privacy.dpswd import DPSWDAccounting
 from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.settings import ConfigError, MethodConfig
+from dpgen.utils.settings import choice as _choice
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+BOUNDS = ("bernstein", "clt", "chernoff", "frame")
+CONVENTIONS = ("paper_text", "authors_code")
+
+
+@dataclass
+class SWDConfig(MethodConfig):
+    """Sliced Wasserstein generator loss (non-private) and the compared space DP-SWD shares with it."""
+
+    name: str = "swd"
+    private: bool = False
+    k: int = 1000
+    #: order of the sliced Wasserstein distance (1 or 2)
+    order: int = 2
+    #: d of the space the distributions are compared in (null: the row's dimension; smaller: a fixed
+    #: contraction (subsampled randomized Hadamard), see dpgen.methods.dpswd.OrthoCompression)
+    compare_dim: Optional[int] = None
+    #: weight of the one-hot label appended to each compared row (0: unconditional; null: 0.5 sqrt(d),
+    #: comparable to the norm of a [0, 1] image, so labels weigh as much as pixels)
+    label_weight: Optional[float] = None
+    #: how labels enter the compared row: concat ([x, label_weight one_hot(y)]) or tensor (x outer
+    #: one_hot(y), dimension d x C: class means survive the noise; dpgen's default; see
+    #: dpgen/methods/dpswd.py). The paper presets set concat
+    label_mode: str = "tensor"
+    #: compare images through their keep x keep lowest 2-D DCT frequencies per channel (a fixed
+    #: contraction; null: all pixels). See dpgen.methods.dpswd.LowPass
+    compare_lowpass: Optional[int] = None
+    #: subtract a center from every record before the row bound: none | dp_mean (DP-SWD: the mean
+    #: record, released once by a Gaussian mechanism with center_noise_multiplier and composed in the
+    #: ledger; SWD: the exact mean, the same compared space without noise). The paper presets set none
+    center: str = "dp_mean"
+    #: noisy copies of each generated row in the loss (1: Algorithm 1; m > 1 averages the generated
+    #: side's smoothing noise over m draws: lower-variance gradients, same privacy)
+    fake_copies: int = 1
+    #: how private rows are bounded to ||x|| <= 1/2 (Lemma 2): clip (per row) or scale (constant, then clip)
+    row_bound: str = "clip"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.k = check_positive_int(self.k, "method.k", "the number of random projections")
+        _choice(self.order, "method.order", (1, 2))
+        if self.compare_dim is not None:
+            check_positive_int(self.compare_dim, "method.compare_dim")
+        if self.label_weight is not None and self.label_weight < 0:
+            raise ConfigError(f"method.label_weight={self.label_weight} is invalid: it must be >= 0.")
+        _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none", "batch_max"))
+        _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
+        check_positive_int(self.fake_copies, "method.fake_copies")
+        _choice(self.center, "method.center", ("none", "dp_mean"))
+        if self.compare_lowpass is not None:
+            check_positive_int(self.compare_lowpass, "method.compare_lowpass")
+
+
+@dataclass
+class DPSWDConfig(SWDConfig):
+    """DP-SWD (dp-swd.txt): k random unit directions, Gaussian noise on every projection."""
+
+    name: str = "dpswd"
+    private: bool = True
+    #: sensitivity bound: bernstein (Lemma 2, rigorous), clt (section 3.1, approximate),
+    #: chernoff (exact Chernoff bound of the Beta sum: rigorous and tighter than Bernstein),
+    #: frame (directions drawn as stacked orthonormal blocks: sensitivity sqrt(ceil(k/d)) surely, no delta;
+    #: dpgen's default). The paper presets set bernstein or clt
+    bound: str = "frame"
+    #: bound=frame's directions: structured (random signs + orthonormal Hartley transforms, 3 rounds:
+    #: O(d log d) per row; dpgen's default) or haar (dense Haar-random orthonormal blocks, O(d k^2) per
+    #: draw). Both are exactly orthonormal blocks: the same sensitivity
+    directions: str = "structured"
+    #: noisy copies of each generated row (lower-variance gradients, same privacy); the paper: 1
+    fake_copies: int = 8
+    #: paper_text: Eq. 6 + Prop. 2 as written; authors_code: the published Table 4 convention
+    convention: str = "paper_text"
+    #: fraction of delta given to the sensitivity bound (Prop. 2 uses 1/2)
+    delta_split: float = 0.5
+    #: bernstein / chernoff: evaluate the per-step bound at delta_bound / (q T) so that it holds over
+    #: every step touching a record (union bound); false: the paper's per-step reading (the report
+    #: then says the guarantee does not hold)
+    union_bound: bool = True
+    #: noise multiplier of the DP mean released once before training (center=dp_mean)
+    center_noise_multiplier: float = 5.0
+    #: null: calibrated to privacy.(epsilon, delta) for the run's steps; a number fixes the noise
+    #: (sigma = noise_multiplier * sqrt(w)) and the run stops when the budget is spent
+    noise_multiplier: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier")
+        _choice(self.bound, "method.bound", BOUNDS)
+        _choice(self.directions, "method.directions", ("structured", "haar"))
+        _choice(self.convention, "method.convention", CONVENTIONS)
+        if not 0.0 < self.delta_split < 1.0:
+            raise ConfigError(f"method.delta_split={self.delta_split} is invalid: it must lie in (0, 1).")
+        check_positive(self.center_noise_multiplier, "method.center_noise_multiplier")
+        if self.row_bound == "none":
+            import warnings
+
+            warnings.warn("method.row_bound=none: private rows are not bounded, so the (epsilon, delta) "
+                          "guarantee does NOT hold; use it only to reproduce the paper's setting.", stacklevel=2)
 
 
 def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
@@ -152,6 +257,7 @@ class LowPass(torch.nn.Module):
 
 @register("swd")
 class SWD(GenerativeMethod):
+    Settings = SWDConfig
     """Non-private sliced Wasserstein generator loss (same compared space, no noise)."""
 
     name = "swd"
@@ -247,6 +353,7 @@ class SWD(GenerativeMethod):
 
 @register("dpswd")
 class DPSWD(DPSWDAccounting, SWD):
+    Settings = DPSWDConfig
     name = "dpswd"
     private = True
     sampling = "without_replacement"

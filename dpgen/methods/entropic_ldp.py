@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import secrets
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -44,12 +45,70 @@ from dpgen.privacy.local import (
     laplace_mechanism,
     laplace_scale,
 )
+from dpgen.methods.registry import register
+from dpgen.privacy.validation import check_positive
+from dpgen.utils.dct import dct_matrix  # noqa: F401  (re-exported: the figures use it)
+from dpgen.utils.settings import ConfigError, MethodConfig
+from dpgen.utils.settings import choice as _choice
 
 CACHE_NAME = "privatised_data.pt"
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 
-from dpgen.utils.dct import dct_matrix  # noqa: E402  (re-exported: the figures use it)
-from dpgen.methods.registry import register
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class EntropicLDPConfig(MethodConfig):
+    """Entropic-LDP GAN: data privatised once by a local mechanism (epsilon per record)."""
+
+    name: str = "entropic_ldp"
+    mechanism: str = "gaussian"
+    radius: float = 1.0
+    #: diameter (2r, correct under LDP) or radius (the paper's text)
+    sensitivity: str = "diameter"
+    #: Gaussian calibration: analytic (Balle & Wang, any epsilon) or classic (proven for epsilon < 1)
+    calibration: str = "analytic"
+    #: project records on the ball (false: the records must already lie in it; checked)
+    project: bool = True
+    #: training loss (dpgen/losses/entropic.py): entropic (W_{p,lambda}, no debiasing), wasserstein
+    #: (exact W_p^p, POT), sinkhorn (debiased Sinkhorn divergence)
+    loss: str = "entropic"
+    #: order p (null: matched to the mechanism, laplace -> 1, gaussian -> 2)
+    p: Optional[int] = None
+    #: entropic regularisation lambda (null: matched, laplace b -> b, gaussian s -> 2 s^2)
+    reg: Optional[float] = None
+    #: allow p not matching the mechanism (a warning instead of an error)
+    force: bool = False
+    #: Laplace + DCT as section 4.4: DCT of each image, coefficients below the per-image
+    #: dct_quantile of |c| set to 0, then the l1 projection; generated images are DCT'd too
+    dct: bool = False
+    dct_quantile: float = 0.8
+    #: geomloss epsilon-scaling ratio in (0, 1) (closer to 1: more accurate, slower)
+    scaling: float = 0.9
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice(self.mechanism, "method.mechanism", ("laplace", "gaussian"))
+        check_positive(self.radius, "method.radius", "the ball the records are projected on")
+        _choice(self.sensitivity, "method.sensitivity", ("diameter", "radius"))
+        _choice(self.calibration, "method.calibration", ("analytic", "classic"))
+        _choice(self.loss, "method.loss", ("entropic", "wasserstein", "sinkhorn"))
+        if self.p is not None:
+            _choice(self.p, "method.p", (1, 2))
+            matched = 1 if self.mechanism == "laplace" else 2
+            if self.p != matched:
+                msg = (f"method.p={self.p} does not match method.mechanism={self.mechanism} (the paper's rule: "
+                       f"laplace -> p = 1, gaussian -> p = 2, so the entropic loss denoises the mechanism)")
+                if not self.force:
+                    raise ConfigError(msg + f": set method.p={matched} (or null), or method.force=true.")
+                import warnings
+
+                warnings.warn(msg + "; method.force=true: going on.", stacklevel=2)
+        if self.reg is not None:
+            check_positive(self.reg, "method.reg", "the entropic regularisation lambda")
+        if not 0.0 < self.dct_quantile < 1.0:
+            raise ConfigError(f"method.dct_quantile={self.dct_quantile} is invalid: it must lie in (0, 1).")
+        if not 0.0 < self.scaling < 1.0:
+            raise ConfigError(f"method.scaling={self.scaling} is invalid: it must lie in (0, 1).")
 
 
 # ---- DCT (orthonormal, type II): dpgen.utils.dct ----------------------------------------------------------
@@ -147,6 +206,7 @@ def ldp_loss(kind: str, fake_rows: torch.Tensor, real_rows: torch.Tensor, p: int
 
 @register("entropic_ldp")
 class EntropicLDP(GenerativeMethod):
+    Settings = EntropicLDPConfig
     name = "entropic_ldp"
     private = True
     accounts_steps = False  # Remark 1: training on the release is post-processing

@@ -89,6 +89,22 @@ def method_class(cfg, task: Optional[str] = None) -> type:
                      "dpgen is given by method.target, docs/EXTENDING.md).")
 
 
+def method_settings() -> Dict[str, type]:
+    """Each registered method's settings dataclass (``Settings`` on its class), by method name: the schemas
+    ``dpgen.config.register_configs`` stores as ``schema/method/<name>``."""
+    _load_builtin()
+    out: Dict[str, type] = {}
+    for task in TASK_NAMES:
+        for name, cls in REGISTRY.get(task, {}).items():
+            settings = getattr(cls, "Settings", None)
+            if settings is None:
+                continue
+            if out.setdefault(name, settings) is not settings:
+                raise ValueError(f"method {name!r}: its classes declare different settings ({out[name].__qualname__}, "
+                                 f"{settings.__qualname__}); one name has one schema")
+    return out
+
+
 def build(cfg, info: DataInfo, steps: int, task: Optional[str] = None, **extra: Any):
     """The method object of a run: ``cls.from_config(cfg, info, steps, **extra)``."""
     cls = method_class(cfg, task)

@@ -9,6 +9,7 @@ then the generator's gradient of ``-critic(fake)``, which the loop's optimizer a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict
 
 import torch
@@ -16,10 +17,33 @@ import torch
 from dpgen.baselines.wgan_gp import Critic28, gradient_penalty
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
+from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.settings import MethodConfig
+
+# ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
+
+@dataclass
+class WGANGPConfig(MethodConfig):
+    """WGAN-GP (Gulrajani et al. 2017), non-private: the GAN of the entropic-LDP paper's "wavelet
+    denoising + WGAN" baseline, trained on an already released (privatised, denoised) set."""
+
+    name: str = "wgan_gp"
+    private: bool = False
+    #: critic steps per generator step, each on its own batch of real records
+    n_critic: int = 5
+    gp_weight: float = 10.0
+    #: the critic's Adam learning rate (betas 0.5, 0.9 as in the WGAN-GP paper)
+    critic_lr: float = 1e-4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.n_critic, "method.n_critic")
+        check_positive(self.critic_lr, "method.critic_lr")
 
 
 @register("wgan_gp")
 class WGANGP(GenerativeMethod):
+    Settings = WGANGPConfig
     name = "wgan_gp"
     private = False
 
