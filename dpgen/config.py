@@ -189,16 +189,8 @@ class DomainAdaptationTaskConfig(TaskConfig):
     adapt_weight: float = 1.0
     #: random projections of the sliced distances (dpswd, swd); null: method.k
     k: Optional[int] = None
-    #: DP-SWD: how the target enters the gradient. mechanism (default, covered by the analysis): the
-    #: target's noisy projections are released and detached, the gradient flows through the source
-    #: side only; through: also back-propagate through g(x_target) as Algorithm 2 line 13 publishes
-    #: (that gradient is NOT a post-processing of the mechanism: reproduction only)
-    target_grad: str = "mechanism"
-    #: dann/dpdann: Ganin et al.'s schedule 2 / (1 + exp(-10 p)) - 1 of the reversal weight
-    grl_schedule: bool = True
-    #: dpswd/swd: dim multiplies SWD_2^2 by the latent dimension d (a projection on a random unit
-    #: direction carries ||z||^2 / d on average, so the distance is in the rows' own units); none: as is
-    sliced_scale: str = "dim"
+    #: (the method's own DA settings are method.target_grad, method.sliced_scale for dpswd/swd and
+    #: method.grl_schedule for dann/dpdann; k stays here: Table 4 gives it per problem, for every method)
     #: evaluate the target accuracy every this many steps (null: only at the end; never used for selection)
     eval_every: Optional[int] = None
 
@@ -206,8 +198,6 @@ class DomainAdaptationTaskConfig(TaskConfig):
         check_positive(self.adapt_weight, "task.adapt_weight")
         if self.k is not None:
             check_positive_int(self.k, "task.k", "the number of random projections")
-        _choice(self.target_grad, "task.target_grad", ("mechanism", "through"))
-        _choice(self.sliced_scale, "task.sliced_scale", ("dim", "none"))
         if self.eval_every is not None:
             check_positive_int(self.eval_every, "task.eval_every")
 

@@ -152,9 +152,9 @@ def test_resume_with_more_steps_keeps_the_noise_and_the_budget(da_root, tmp_path
     m2 = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true"), tmp_path)
     assert m2["privacy"]["sigma"] == m1["privacy"]["sigma"]
     assert m2["privacy"]["private_steps"] == m2["steps"] == 3 and m2["stop_reason"].startswith("privacy budget")
-    with pytest.raises(ValueError, match="changed privacy settings.*task.target_grad"):
+    with pytest.raises(ValueError, match="changed privacy settings.*method.target_grad"):
         train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true",
-                                        "task.target_grad=through"), tmp_path)
+                                        "method.target_grad=through"), tmp_path)
 
 
 @pytest.mark.parametrize("method,relation", [("dpswd", "replace one"), ("dpdann", "add/remove")])
@@ -178,7 +178,7 @@ def test_budget_stops_the_run(da_root, tmp_path):
 
 def _dpswd(target_grad="mechanism", row_bound="clip"):
     cfg = _compose(["experiment=da_um", "trainer.epochs=null", "trainer.steps=10", "trainer.batch_size=8",
-                    f"task.target_grad={target_grad}", f"method.row_bound={row_bound}", "method.bound=bernstein"])
+                    f"method.target_grad={target_grad}", f"method.row_bound={row_bound}", "method.bound=bernstein"])
     torch.manual_seed(0)
     g, h, _, d = make_da_nets("auto", (1, 28, 28), 10)
     return cfg, g, h, DADPSWD(cfg, d, 10, n_target=100, steps=10, batch_size=8)

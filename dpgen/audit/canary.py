@@ -611,7 +611,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
       projections - sum of noisy source projections); score: its e0 coordinate (shift 1 = the design).
     * ``row_bound=batch_max`` (Algorithm 2, not covered), B = 512: D' holds 512 rows e0/2, D has
       one replaced by -50 e0, whose norm rescales the 511 others to ~0: the same score moves by ~B/2.
-    * ``task.target_grad=through`` (not covered), B = 1: target 0.3 e0 in D, 0.3 e1 in D'. The
+    * ``method.target_grad=through`` (not covered), B = 1: target 0.3 e0 in D, 0.3 e1 in D'. The
       update then holds the Jacobian of g at the private input: score ||G[:, 0]||, exactly 0 on D'
       (no record there has a coordinate 0) and > 0 on D.
     """
@@ -622,7 +622,7 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
     b = 512 if row_bound == "batch_max" else 1
     cfg = compose_config(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist", "method.bound=frame",
                     f"method.k={d}", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
-                    f"method.row_bound={row_bound}", f"task.target_grad={target_grad}"])
+                    f"method.row_bound={row_bound}", f"method.target_grad={target_grad}"])
     m = DADPSWD(cfg, d, 2, 10_000, 1, b)
     m.rng = _gen(seed)
     g = torch.nn.Linear(d, d, bias=False)

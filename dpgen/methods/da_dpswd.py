@@ -11,7 +11,7 @@ analysis. ``batch_max`` is Algorithm 2 lines 10-11 (each batch divided by twice 
 norm): one person's row then rescales every other row of the batch, which Lemma 2 does not cover
 (reproduction only; the run's metrics say so). ``none``: no bound (not private either).
 
-Target gradient (``task.target_grad``). ``mechanism`` (default): the released quantity is the
+Target gradient (``method.target_grad``). ``mechanism`` (default): the released quantity is the
 Gaussian mechanism M = Z_t U + V on the bounded target rows Z_t (Algorithm 1); it is detached, and
 the gradient of the distance flows through the source rows only, so every update is a
 post-processing of M and public data. ``through`` also back-propagates through g(x_t), as
@@ -68,13 +68,13 @@ class DASWD(DAMethod):
         self.order = int(m.order)
         self.row_bound = m.row_bound
         bound_representation(torch.zeros(1, 1), self.row_bound)  # validate the choice now
-        self.target_grad = cfg.task.target_grad
+        self.target_grad = cfg.method.target_grad
         self.sigma = 0.0
         #: bound=frame: directions drawn as stacked orthonormal blocks (its exact sensitivity needs them)
         self.frame = self.private and m.bound == "frame"
         self.directions = getattr(m, "directions", "structured")
-        #: SWD_2^2 x d (task.sliced_scale=dim): the distance in the rows' own units (post-processing)
-        self.scale = float(self.feat_dim) if cfg.task.sliced_scale == "dim" else 1.0
+        #: SWD_2^2 x d (method.sliced_scale=dim): the distance in the rows' own units (post-processing)
+        self.scale = float(self.feat_dim) if cfg.method.sliced_scale == "dim" else 1.0
 
     def release_target(self, zt: torch.Tensor, U: torch.Tensor, noise: torch.Tensor = None) -> torch.Tensor:
         """The target side of the distance: bounded rows projected on U, plus N(0, sigma^2) noise."""
@@ -140,7 +140,7 @@ class DADPSWD(DPSWDAccounting, DASWD):
     def caveats(self) -> list:
         out = [] if self.row_bound == "clip" else [f"method.row_bound={self.row_bound}: Lemma 2 does not cover it"]
         if self.target_grad != "mechanism":
-            out.append("task.target_grad=through: the update holds the Jacobian of g at private records")
+            out.append("method.target_grad=through: the update holds the Jacobian of g at private records")
         return out + self.bound_caveats()
 
     def guarantee_holds(self) -> bool:

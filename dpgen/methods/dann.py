@@ -3,7 +3,7 @@ gradient-reversal layer (non-private baseline of DP-SWD Table 1).
 
 Per step: cross-entropy of h(g(x_s)) on the source + the discriminator's binary cross-entropy
 (source = 0, target = 1) on g(x_s), g(x_t) behind a gradient reversal of weight
-``task.adapt_weight`` x (Ganin's schedule 2 / (1 + exp(-10 p)) - 1 when ``task.grl_schedule``):
+``task.adapt_weight`` x (Ganin's schedule 2 / (1 + exp(-10 p)) - 1 when ``method.grl_schedule``):
 the discriminator learns to tell the domains apart, the feature extractor to confuse it.
 """
 
@@ -27,6 +27,8 @@ class DANNConfig(MethodConfig):
 
     name: str = "dann"
     private: bool = False
+    #: Ganin et al.'s schedule 2 / (1 + exp(-10 p)) - 1 of the gradient reversal weight (false: constant 1)
+    grl_schedule: bool = True
 
 
 def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
@@ -45,7 +47,7 @@ class DANN(DAMethod):
         if disc is None:
             raise ValueError("DANN needs a domain discriminator (make_da_nets builds it)")
         self.modules = {"discriminator": disc}
-        self.schedule = bool(cfg.task.grl_schedule)
+        self.schedule = bool(cfg.method.grl_schedule)
 
     def reversal_weight(self, progress: float) -> float:
         return self.adapt_weight * ganin_weight(progress, self.schedule)

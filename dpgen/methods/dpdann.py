@@ -25,20 +25,20 @@ import torch
 import torch.nn.functional as F
 
 from dpgen.methods.da_base import grad_reverse
-from dpgen.methods.dann import DANN, domain_loss
+from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.ledger import RELATIONS, Ledger
 from dpgen.privacy.validation import check_positive
-from dpgen.utils.settings import MethodConfig
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
 
 @dataclass
-class DPDANNConfig(MethodConfig):
+class DPDANNConfig(DANNConfig):
     """DP-DANN: DANN whose target-dependent gradients are clipped per sample at C and noised (DP-SGD)."""
 
     name: str = "dpdann"
+    private: bool = True
     sampling: str = "poisson"
     #: per-sample clipping bound C of the target term's gradient
     clip: float = 1.0

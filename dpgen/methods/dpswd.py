@@ -96,6 +96,14 @@ class SWDConfig(MethodConfig):
     fake_copies: int = 1
     #: how private rows are bounded to ||x|| <= 1/2 (Lemma 2): clip (per row) or scale (constant, then clip)
     row_bound: str = "clip"
+    #: task=domain_adaptation: how the private target enters the gradient. mechanism (default, covered by
+    #: the analysis): the target's noisy projections are released and detached, the gradient flows through
+    #: the source side only; through: also back-propagate through g(x_target) as Algorithm 2 line 13
+    #: publishes (NOT a post-processing of the mechanism: reproduction only)
+    target_grad: str = "mechanism"
+    #: task=domain_adaptation: dim multiplies SWD_2^2 by the latent dimension d (a projection on a random
+    #: unit direction carries ||z||^2 / d on average, so the distance is in the rows' own units); none: as is
+    sliced_scale: str = "dim"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -106,6 +114,8 @@ class SWDConfig(MethodConfig):
         if self.label_weight is not None and self.label_weight < 0:
             raise ConfigError(f"method.label_weight={self.label_weight} is invalid: it must be >= 0.")
         _choice(self.row_bound, "method.row_bound", ("clip", "scale", "none", "batch_max"))
+        _choice(self.target_grad, "method.target_grad", ("mechanism", "through"))
+        _choice(self.sliced_scale, "method.sliced_scale", ("dim", "none"))
         _choice(self.label_mode, "method.label_mode", ("concat", "tensor"))
         check_positive_int(self.fake_copies, "method.fake_copies")
         _choice(self.center, "method.center", ("none", "dp_mean"))

@@ -166,7 +166,7 @@ NOTES = [
     "it; Algorithm 2's batch-max normalisation does not, see the row_bound column and the "
     "'DP-SWD (Alg. 2 as published)' rows: batch-max rows and the gradient through g(x_t)), sigma calibrated by the privacy core (Bernstein bound, d = the latent dimension, "
     "autodp RDP without replacement for the steps run), and the gradient flows through the source side "
-    "only (task.target_grad=mechanism): the target enters each update only through the released noisy "
+    "only (method.target_grad=mechanism): the target enters each update only through the released noisy "
     "projections. The guarantee covers the target data only.",
     "Privacy relations: DP-SWD's epsilon is for replacing one target record (fixed-size batches drawn "
     "without replacement); DP-DANN's for adding or removing one (Poisson sampling). The table compares them "
@@ -180,7 +180,7 @@ NOTES = [
     "DP-DANN: DANN (gradient reversal, Ganin schedule) whose target term's per-sample gradients (feature "
     "extractor + discriminator) are clipped to C = 1 and noised (DP-SGD, Poisson sampling at q = B/N, noise "
     "multiplier calibrated by the privacy core, opacus RDP cross-check).",
-    "The sliced distances are multiplied by the latent dimension d (task.sliced_scale=dim: a projection on "
+    "The sliced distances are multiplied by the latent dimension d (method.sliced_scale=dim: a projection on "
     "a random unit direction carries ||z||^2 / d on average) and the digits extractor's sigmoid is centred "
     "(minus 1/2, absorbed by the classifier's bias): without them SWD_2^2 between rows clipped to norm 1/2 "
     "in 1,280 dimensions is ~1e-4 and the alignment term had no measurable effect (U-M, 2 epochs: SWD "

@@ -7,7 +7,7 @@ method's adaptation term, by the one loop (``dpgen.train.loop.fit``: budget, che
 resume, loggers, EMA, the ledger before anything is published). This task gives it the domains,
 the networks, the batches (a public source batch from the public seed; the private target batch
 as the method samples it: :class:`dpgen.methods.da_base.DABatch`) and the evaluation.
-``task.k`` and ``task.target_grad`` change the mechanism: a resume refuses them changed.
+``task.k`` and the method's settings (``method.target_grad``, ...) change the mechanism: a resume refuses them changed.
 ``metrics.json``: target accuracy, epsilon spent, sigma, bound, how target rows were bounded,
 what the guarantee covers (the target only). A method outside dpgen: ``method.target``.
 
@@ -82,7 +82,7 @@ def load_domains(cfg) -> Dict[str, Any]:
 
 class DomainAdaptationTask(Task):
     name = "domain_adaptation"
-    task_keys = ("k", "target_grad")  # task.* fields that change the mechanism
+    task_keys = ("k",)  # task.* fields that change the mechanism (the method's own are under method.*)
 
     def setup(self, cfg, device) -> None:
         self.data = load_domains(cfg)
