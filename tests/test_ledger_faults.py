@@ -193,6 +193,9 @@ def test_no_path_publishes_more_than_the_ledger_charges(method, batch, attempts)
         for a in attempts:
             ckpt_dir = run / "checkpoints"
             resumes_a_checkpoint = a["mode"] != "start" and (ckpt_dir / "last.pt").exists()
+            # resume=true needs something to continue: a checkpoint or the ledger of an attempt killed before it
+            nothing_to_resume = a["mode"] == "true" and not (ckpt_dir / "last.pt").exists() and \
+                not (ckpt_dir / "ledger.json").exists()
             marker = ckpt_dir / "fault-test-marker"  # gone after the attempt: the folder started over
             if ckpt_dir.exists():
                 marker.write_text("")
@@ -207,10 +210,14 @@ def test_no_path_publishes_more_than_the_ledger_charges(method, batch, attempts)
             try:
                 rec, outcome = _run_attempt(method, batch, a, run, change)
             except ValueError as e:
+                if nothing_to_resume:
+                    assert "holds no checkpoint" in str(e), str(e)
+                    continue
                 assert key is not None, f"refused without a change of privacy settings: {e}"
                 assert "changed privacy settings" in str(e) and key in str(e), str(e)
                 continue
             assert key is None, f"a resume changed {key} and was not refused"
+            assert not nothing_to_resume, f"resume=true started a run in a folder with nothing to continue, {a}"
             ledger = ckpt_dir / "ledger.json"
             hist, steps = _ledger_counts(json.loads(ledger.read_text()), method) if ledger.exists() else ([], 0)
             # a ledger that continued holds what it charged before plus this attempt's steps up to its last write

@@ -305,3 +305,33 @@ def test_a_nan_between_log_lines_is_found_before_anything_is_published(tmp_path,
     assert not (tmp_path / "metrics.jsonl").exists() or not (tmp_path / "metrics.jsonl").read_text().strip()
     ledger = json.loads((tmp_path / "checkpoints" / "ledger.json").read_text())
     assert ledger["steps"] == 5 + 1  # 5 steps and the DP mean
+
+
+def test_a_requeued_slurm_job_takes_over_its_earlier_attempts_lock_from_another_node(tmp_path, monkeypatch):
+    """A hard-killed job requeued to another node finds the lock its first attempt left (another host: its
+    process cannot be checked). The same job's earlier attempt is stale; another job's lock, or one of the
+    same attempt, is still refused."""
+    import json
+
+    from dpgen.utils.run_dir import LOCK_NAME, RunDirBusy, claim_run_dir
+
+    def plant(folder, **holder):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "node-a", **holder}))
+
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    plant(tmp_path / "a", slurm_job="77_3", slurm_attempt=0)
+    assert claim_run_dir(tmp_path / "a", "auto") == tmp_path / "a"
+    held = json.loads((tmp_path / "a" / LOCK_NAME).read_text())
+    assert held["slurm_job"] == "77_3" and held["slurm_attempt"] == 1
+    plant(tmp_path / "b", slurm_job="77_4", slurm_attempt=0)  # another task of the array: alive
+    with pytest.raises(RunDirBusy, match="held by another live run"):
+        claim_run_dir(tmp_path / "b", "auto")
+    plant(tmp_path / "c", slurm_job="77_3", slurm_attempt=1)  # the same attempt elsewhere: alive
+    with pytest.raises(RunDirBusy):
+        claim_run_dir(tmp_path / "c", "auto")
+    plant(tmp_path / "d")  # no SLURM record, another host: alive, as before
+    with pytest.raises(RunDirBusy):
+        claim_run_dir(tmp_path / "d", True)

@@ -87,7 +87,7 @@ def one_run(scale: str, problem: str, method: str, seed: int, extra: List[str] =
     spec = SCALES[scale]
     base, vextra = VARIANTS.get(method, (method, []))
     ov = [f"method={base}", *vextra, *spec["overrides"], *(spec["digits_overrides"] if problem in DIGITS else []),
-          *extra, f"seed={seed}", "trainer.progress=false", "resume=true"]
+          *extra, f"seed={seed}", "trainer.progress=false", "resume=auto"]
     if data_root:
         ov.append(f"dataset.data_root={data_root}")
     cfg = compose_preset(PROBLEMS[problem][0], ov)

@@ -208,12 +208,29 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
         return _fit(cfg, task, output_dir, threads)
 
 
+def refuse_resume_without_checkpoint(cfg, output_dir) -> None:
+    """``resume=true`` continues a run: a folder with neither a checkpoint nor a ledger file (a mistyped
+    folder) is refused before anything is written, so that no fresh budget is spent by mistake there;
+    ``resume=auto`` is the lenient one (it starts a run where there is none)."""
+    from dpgen.train.publication import LEDGER_NAME
+
+    if cfg.resume is not True or output_dir is None:
+        return
+    ckpts = Path(output_dir) / "checkpoints"
+    if not (ckpts / "last.pt").exists() and not (ckpts / LEDGER_NAME).exists():
+        raise ValueError(f"resume=true, but {output_dir} holds no checkpoint ({ckpts / 'last.pt'}): there is no run "
+                         "to continue. Give the run's folder (hydra.run.dir=<its folder>), or use resume=auto, which "
+                         "starts a new run where there is none.")
+
+
 def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     from tqdm.auto import tqdm
 
+    from dpgen.train.signals import StopRequest
     from dpgen.utils.run_dir import start_run_dir
 
     t_start = time.time()
+    refuse_resume_without_checkpoint(cfg, output_dir)
     out = start_run_dir(cfg, output_dir, task.name)  # created, with the run's config.yaml
     t = cfg.trainer
     task.cfg = cfg
@@ -272,47 +289,55 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     first_bad = torch.zeros((), dtype=torch.long, device=device)
     step0, t_loop = step, time.time()
     warned = False
-    while step < target_steps:
-        threads.rebalance()
-        if not warned and step - step0 >= 20:  # the run's own speed after its first steps
-            warned = True
-            note = long_run_notice(cfg, task, target_steps - step, (time.time() - t_loop) / (step - step0))
-            if note:
-                bar.write(note)
-        batch = task.next_batch(method, sampler_gen, step, target_steps)
-        if batch is None:  # nothing to learn from and no mechanism to run (an empty non-private batch)
+    # SIGUSR2 (SLURM's time-limit / preemption warning through submitit) is held until the step ends
+    with StopRequest() as stop:
+        while step < target_steps:
+            threads.rebalance()
+            if not warned and step - step0 >= 20:  # the run's own speed after its first steps
+                warned = True
+                note = long_run_notice(cfg, task, target_steps - step, (time.time() - t_loop) / (step - step0))
+                if note:
+                    bar.write(note)
+            batch = task.next_batch(method, sampler_gen, step, target_steps)
+            if batch is None:  # nothing to learn from and no mechanism to run (an empty non-private batch)
+                step += 1
+                bar.update(1)
+                continue
+            opt.zero_grad(set_to_none=True)
+            logs = method.step(models, batch)
+            # the first step whose released value was not finite, kept on the device (no host sync per step)
+            ok = method.released_finite(logs, params).to(first_bad.device, non_blocking=True)
+            first_bad = torch.where(ok | (first_bad > 0), first_bad, torch.full_like(first_bad, step + 1))
+            opt.step()
+            if ema is not None:
+                ema.update(nets)
+            method.account()  # the mechanism ran, finite or not: the ledger counts it
             step += 1
             bar.update(1)
-            continue
-        opt.zero_grad(set_to_none=True)
-        logs = method.step(models, batch)
-        # the first step whose released value was not finite, kept on the device (no host sync per step)
-        ok = method.released_finite(logs, params).to(first_bad.device, non_blocking=True)
-        first_bad = torch.where(ok | (first_bad > 0), first_bad, torch.full_like(first_bad, step + 1))
-        opt.step()
-        if ema is not None:
-            ema.update(nets)
-        method.account()  # the mechanism ran, finite or not: the ledger counts it
-        step += 1
-        bar.update(1)
-        last = step == target_steps
-        publish = step % t.log_every == 0 or last or task.should_log(step)
-        if (publish or step % t.checkpoint_every == 0) and int(first_bad) > 0:  # read before anything goes out
-            publisher.persist()
-            what = ("the published loss" if method.publishes_loss and "loss" in logs else "the released gradient")
-            raise TrainingError(
-                f"{what} is not finite at step {int(first_bad)}: training stopped at step {step}. The last good "
-                f"checkpoint ({ckpt.path}) is kept and the privacy ledger ({publisher.ledger.path}) counts every "
-                "step that ran; lower trainer.lr or check the data.")
-        if publish:
-            last_logs = {k: _loggable(v) for k, v in logs.items()} if method.publishes_loss else {}
-            rec = {"step": step, **last_logs,
-                   **task.log_fields(step, last, method, ema.model if ema is not None else nets)}
-            publisher.publish(rec, step)
-            if "loss" in last_logs:
-                bar.set_postfix(loss=f"{last_logs['loss']:.4g}")
-        if step % t.checkpoint_every == 0 or last:
-            checkpoint()
+            last = step == target_steps
+            publish = step % t.log_every == 0 or last or task.should_log(step)
+            if (publish or step % t.checkpoint_every == 0 or stop.requested) and int(first_bad) > 0:  # read first
+                publisher.persist()
+                what = ("the published loss" if method.publishes_loss and "loss" in logs else "the released gradient")
+                raise TrainingError(
+                    f"{what} is not finite at step {int(first_bad)}: training stopped at step {step}. The last good "
+                    f"checkpoint ({ckpt.path}) is kept and the privacy ledger ({publisher.ledger.path}) counts every "
+                    "step that ran; lower trainer.lr or check the data.")
+            if publish:
+                last_logs = {k: _loggable(v) for k, v in logs.items()} if method.publishes_loss else {}
+                rec = {"step": step, **last_logs,
+                       **task.log_fields(step, last, method, ema.model if ema is not None else nets)}
+                publisher.publish(rec, step)
+                if "loss" in last_logs:
+                    bar.set_postfix(loss=f"{last_logs['loss']:.4g}")
+            if step % t.checkpoint_every == 0 or last or stop.requested:
+                checkpoint()
+            if stop.requested and not last:  # a cluster's time-limit warning: the checkpoint is written, hand over
+                bar.close()
+                stop.hand_over(step, ckpt.path)
+    if stop.requested:  # it came during the last step: the final checkpoint is written, hand over
+        bar.close()
+        stop.hand_over(step, ckpt.path)
     bar.close()
     loop_s = time.time() - t_loop
     done = target_steps >= steps or (method.private and method.accounts_steps and method.spent_steps() >= steps)

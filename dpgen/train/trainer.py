@@ -84,8 +84,8 @@ def load_checkpoint(cfg, ckpt):
     """The checkpoint's state when ``resume=true|auto`` and one exists, else None (a fresh start)."""
     if cfg.resume and ckpt.exists():
         return ckpt.load()
-    if cfg.resume is True:  # resume=auto starts quietly when there is nothing to continue
-        print(f"[dpgen] resume=true but no checkpoint at {ckpt.path}: starting from step 0")
+    # (resume=true without a checkpoint or a ledger file was refused before the folder was touched:
+    # dpgen.train.loop.refuse_resume_without_checkpoint; resume=auto starts quietly)
     return None
 
 

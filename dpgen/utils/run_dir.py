@@ -10,7 +10,11 @@ gives it back when it ends.
 * A resumed run (``resume=true|auto``) continues that folder's checkpoint, so it must have that
   folder: if another live run holds it, it stops with an error naming the holder.
 * A lock left by a run that died (its process is gone, e.g. after SIGKILL or a SLURM time limit) is
-  stale and is taken over.
+  stale and is taken over. On a cluster the lock also records the SLURM job (``SLURM_JOB_ID``, or the
+  array's ``SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID``) and its attempt (``SLURM_RESTART_COUNT``): a lock
+  of an earlier attempt of the same job is stale wherever that attempt ran (SLURM never runs two attempts
+  of one job at once), so a job requeued to another node resumes. Any other lock written on another
+  host is assumed alive.
 """
 
 from __future__ import annotations
@@ -28,7 +32,28 @@ class RunDirBusy(RuntimeError):
     """The run folder is held by another live run."""
 
 
+def _slurm_job() -> dict:
+    """This process's SLURM job and attempt (empty outside SLURM)."""
+    env = os.environ
+    job = (f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}" if env.get("SLURM_ARRAY_JOB_ID")
+           else env.get("SLURM_JOB_ID"))
+    if not job:
+        return {}
+    try:
+        attempt = int(env.get("SLURM_RESTART_COUNT", "0") or 0)
+    except ValueError:
+        attempt = 0
+    return {"slurm_job": job, "slurm_attempt": attempt}
+
+
 def _alive(holder: dict) -> bool:
+    mine = _slurm_job()
+    if mine and holder.get("slurm_job") == mine["slurm_job"]:
+        try:
+            if int(holder.get("slurm_attempt", 0)) < mine["slurm_attempt"]:
+                return False  # an earlier attempt of this job: SLURM ended it before requeueing this one
+        except (TypeError, ValueError):
+            pass
     if holder.get("host") != socket.gethostname():
         return True  # another machine's process: cannot check, assume it lives
     try:
@@ -44,7 +69,7 @@ def _try_lock(folder: Path) -> bool:
     """Take ``folder``'s lock; False when a live run holds it (a stale lock is taken over)."""
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK_NAME
-    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), **_slurm_job()})
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
