@@ -5,6 +5,8 @@
     dpgen experiment=dpswd_table4_mnist_b            # a paper preset (conf/experiment/)
     dpgen -m method=dpswd,dpsinkhorn                 # a sweep (Hydra multirun)
     dpgen --help                                     # config groups and options
+    dpgen sample <run folder> n=60000                # release a synthetic set + datasheet (dpgen/release.py)
+    dpgen collect <sweep folder>                     # a sweep's summary rebuilt from its job folders
 
 The config tree is ``dpgen/conf`` (in a checkout a link to the repository's top-level ``conf/``;
 in an installed package a copy), so an installed dpgen runs from any folder. Bad config (unknown
@@ -26,8 +28,21 @@ from dpgen.train.trainer import TrainingError
 register_configs()
 
 
+#: subcommands that are not Hydra runs: ``dpgen <name> ...`` -> module.main(argv) -> exit code
+SUBCOMMANDS = {"sample": "dpgen.release", "collect": "dpgen.sweeps"}
+
+
+def main():
+    """``dpgen sample ...`` / ``dpgen collect ...``, else a Hydra run with the command line's overrides."""
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        import importlib
+
+        sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
+    hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig):
+def hydra_main(cfg: DictConfig):
     from hydra.core.hydra_config import HydraConfig
 
     from dpgen.tasks import TASKS

@@ -162,6 +162,23 @@ class GenerationTaskConfig(TaskConfig):
 
 
 @dataclass
+class EvaluateTaskConfig(TaskConfig):
+    """The papers' downstream protocol on a released synthetic set (``dpgen sample`` writes one):
+    classifiers trained on ``synthetic``, tested on ``dataset``'s real test split (dpgen/tasks/evaluate.py)."""
+
+    name: str = "evaluate"
+    #: the released set: an .npz with x (samples) and y (labels), e.g. <run>/release/synthetic.npz
+    synthetic: str = MISSING
+    eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
+    eval_max_epochs: int = 30
+
+    def __post_init__(self) -> None:
+        for m in self.eval_models:
+            _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
+        check_positive_int(self.eval_max_epochs, "task.eval_max_epochs")
+
+
+@dataclass
 class ClassificationTaskConfig(TaskConfig):
     """Train a classifier with DP-SGD (method=dpsgd), test it once on the real test split (WDP Table 2)."""
 
@@ -321,6 +338,7 @@ def register_configs() -> None:
     cs.store(group="schema/task", name="accounting", node=AccountingTaskConfig)
     cs.store(group="schema/task", name="generation", node=GenerationTaskConfig)
     cs.store(group="schema/task", name="classification", node=ClassificationTaskConfig)
+    cs.store(group="schema/task", name="evaluate", node=EvaluateTaskConfig)
     cs.store(group="schema/dataset", name="domain_adaptation", node=DADatasetConfig)
     cs.store(group="schema/task", name="domain_adaptation", node=DomainAdaptationTaskConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)

@@ -28,7 +28,6 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-import torch
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402

@@ -58,6 +58,16 @@ def _sweep(tmp_path, *overrides, timeout=300):
         overrides_yaml = (d / ".hydra" / "overrides.yaml").read_text()
         assert f"method.noise_multiplier={'1.0' if d.name == '0' else '2.0'}" in overrides_yaml
     assert results[0] != results[1]  # the two jobs saw different noise multipliers
+    # the sweep summary (dpgen.sweeps.SweepSummary, a Hydra callback): a row per job, both done
+    import csv
+
+    rows = list(csv.DictReader(open(sweeps[0] / "sweep_summary.csv")))
+    assert [r["job"] for r in rows] == ["0", "1"]
+    assert all(r["status"] == "done" for r in rows), rows
+    assert [float(r["epsilon"]) for r in rows] == [res["epsilon"] for res in results]
+    assert "method.noise_multiplier=2.0" in rows[1]["overrides"]
+    assert (sweeps[0] / "sweep_summary.md").is_file() and (sweeps[0] / "sweep_summary.png").is_file()
+    assert "sweep summary:" in p.stdout
     return sweeps[0]
 
 
@@ -69,6 +79,29 @@ def _compose(overrides):
 
 def test_sweep_basic_launcher(tmp_path):
     _sweep(tmp_path)
+
+
+def test_collect_rebuilds_the_summary(tmp_path, capsys):
+    """`dpgen collect` from the folders alone: a finished job, one interrupted with a checkpoint, one failed."""
+    from dpgen import sweeps
+
+    sweep = tmp_path / "sweep"
+    for num, ov in enumerate(["privacy.epsilon=1", "privacy.epsilon=10", "privacy.epsilon=100"]):
+        (sweep / str(num) / ".hydra").mkdir(parents=True)
+        (sweep / str(num) / ".hydra" / "overrides.yaml").write_text(f"- {ov}\n")
+    (sweep / "0" / "metrics.json").write_text(json.dumps(
+        {"task": "generation", "stop_reason": "completed", "steps": 10, "privacy": {"epsilon_spent": 0.99},
+         "downstream": {"logreg": {"test_acc": 50.0}}, "train_seconds": 3.0}))
+    (sweep / "1" / "checkpoints").mkdir()
+    (sweep / "1" / "checkpoints" / "ledger.json").write_text(json.dumps({"steps": 7}))
+    assert sweeps.main([str(sweep)]) == 0
+    rows = {r["job"]: r for r in sweeps.collect(sweep)}
+    assert rows["0"]["status"] == "done" and rows["0"]["epsilon"] == 0.99 and rows["0"]["logreg_acc"] == 50.0
+    assert rows["1"]["status"].startswith("interrupted (ledger at 7 steps)")
+    assert rows["2"]["status"].startswith("failed")
+    assert (sweep / "sweep_summary.csv").is_file() and (sweep / "sweep_summary.md").is_file()
+    assert "job 1 [privacy.epsilon=10]: interrupted" in capsys.readouterr().out
+    assert sweeps.main([str(tmp_path / "nope")]) == 2
 
 
 def test_sweep_submitit_local(tmp_path):

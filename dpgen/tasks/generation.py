@@ -190,6 +190,19 @@ def reference_numbers(dataset: str) -> str:
     return REFERENCES.get(dataset, "")
 
 
+def synthetic_set(gen, n: int, seed: int, device) -> tuple:
+    """``n`` samples (x, y on the CPU) drawn in chunks of 1,000 from ``gen`` seeded ``seed``: the set the
+    downstream evaluation trains on (seed: the run's seed + 2), and what ``dpgen sample`` releases."""
+    xs, ys = [], []
+    g = torch.Generator(device=device).manual_seed(int(seed))
+    with torch.no_grad():
+        for i in range(0, n, 1000):
+            x, y = gen.sample(min(1000, n - i), generator=g, device=device)
+            xs.append(x.cpu())
+            ys.append(y.cpu())
+    return torch.cat(xs), torch.cat(ys)
+
+
 def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any]:
     """Downstream classifiers trained on synthetic samples, tested on the real test split."""
     from dpgen.data import as_tensors, load_split
@@ -199,14 +212,7 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
     test_ds = load_split(cfg.dataset, "test")
     X_test, Y_test = as_tensors(test_ds)
     n_syn = n_synthetic(task, n_private)
-    xs, ys = [], []
-    g = torch.Generator(device=device).manual_seed(cfg.seed + 2)
-    with torch.no_grad():
-        for i in range(0, n_syn, 1000):
-            x, y = gen.sample(min(1000, n_syn - i), generator=g, device=device)
-            xs.append(x.cpu())
-            ys.append(y.cpu())
-    x_syn, y_syn = torch.cat(xs), torch.cat(ys)
+    x_syn, y_syn = synthetic_set(gen, n_syn, cfg.seed + 2, device)
     res = evaluate_downstream(x_syn, y_syn, X_test, Y_test, models=tuple(task.eval_models),
                               image_shape=tuple(shape) if len(shape) == 3 else None,
                               max_epochs=task.eval_max_epochs, seed=cfg.seed, device=str(device),

@@ -35,11 +35,20 @@ def figures_dir() -> Path:
     return p
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``path`` through a temporary file and a rename (a reader never sees half a file); the file
+    gets the modes the umask gives (mkstemp's own 0600 would hide results from a group on a cluster)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -1,0 +1,266 @@
+"""``dpgen sample <run folder> n=60000``: release a synthetic data set from a trained private generator.
+
+Sampling is post-processing of the generator, which the run's ledger accounts: this reads the run's
+``config.yaml``, ``metrics.json`` and ``checkpoints/last.pt`` only, never the private data (the record
+shape and class count come from the config's declared ``dataset.shape`` / ``dataset.num_classes``). It
+writes into ``<run>/release/`` (or ``out=DIR``), atomically:
+
+* ``synthetic.npz``: ``x`` (float32, n x C x H x W in [0, 1]) and ``y`` (int64 class labels);
+* ``samples.png``: a grid, one row per class, each row labelled with its class;
+* ``DATASHEET.md`` and ``datasheet.json``: method, dataset, epsilon and delta spent, accountant,
+  neighbouring relation, what the guarantee does not cover, the checkpoint's SHA-256, dpgen's version and
+  commit, the downstream accuracy measured at training time, and how to evaluate the set again.
+
+With the default ``seed`` (the run's ``seed + 2``) and ``n`` equal to the run's ``task.n_synthetic``, the
+released set is the one the run's own evaluation trained its classifiers on, so ``python run.py
+task=evaluate task.synthetic=<run>/release/synthetic.npz dataset=<the run's dataset> seed=<the run's seed>``
+gives the training-time accuracy again (same device). A run whose guarantee does not hold (a non-private
+method, ``guarantee_holds: false``) is refused unless ``allow_non_private=true``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+USAGE = ("usage: dpgen sample <run folder> [n=<samples>] [seed=<int>] [out=<folder>] [device=cpu|cuda] "
+         "[allow_non_private=true]")
+
+
+class ReleaseError(ValueError):
+    """The run cannot be released (the message names the file or value and the fix)."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _commit() -> Optional[str]:
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                           text=True, timeout=10)
+        return r.stdout.strip() or None if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("dpgen")
+    except Exception:  # a checkout that is not installed
+        return "unknown (not installed)"
+
+
+def load_generator(run: Path, device: str = "cpu"):
+    """(config, metrics, the evaluated generator) of a finished run, from its files only."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import register_configs
+    from dpgen.models import generator_from_config
+
+    for name in ("config.yaml", "metrics.json", "checkpoints/last.pt"):
+        if not (run / name).exists():
+            raise ReleaseError(f"{run / name} is missing: give the folder of a finished generation run (resume it "
+                               f"with resume=auto hydra.run.dir={run} to finish it)")
+    register_configs()
+    cfg = OmegaConf.load(run / "config.yaml")
+    metrics = json.loads((run / "metrics.json").read_text())
+    if metrics.get("task") != "generation":
+        raise ReleaseError(f"{run} is a task={metrics.get('task')} run: only a generation run has a generator to sample")
+    shape = tuple(int(s) for s in (cfg.dataset.shape or ()))
+    if not shape:
+        raise ReleaseError(f"{run / 'config.yaml'} declares no dataset.shape: the generator's output shape is unknown")
+    k = int(cfg.dataset.num_classes or 0)
+    gen = generator_from_config(cfg.model, shape, k)
+    state = torch.load(run / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
+    weights = state.get("ema") or state["models"]  # the evaluated model: the EMA when the run kept one
+    gen.load_state_dict({key.split(".", 1)[1]: v for key, v in weights.items() if key.startswith("generator.")})
+    gen.to(device).eval()
+    return cfg, metrics, gen, shape, k
+
+
+def draw(gen, n: int, seed: int, device: str = "cpu"):
+    """``n`` samples in chunks of 1,000 from a generator seeded ``seed``: the procedure (and, on the same
+    device, the samples) of the run's own downstream evaluation (``tasks.generation.synthetic_set``)."""
+    from dpgen.tasks.generation import synthetic_set
+
+    return synthetic_set(gen, n, seed, torch.device(device))
+
+
+def labelled_grid(x: torch.Tensor, y: torch.Tensor, num_classes: int, per_class: int = 10, scale: int = 3) -> bytes:
+    """PNG bytes: one row per class (its first ``per_class`` samples), the class written left of the row."""
+    from PIL import Image, ImageDraw
+    from torchvision.utils import make_grid
+
+    rows, names = [], []
+    classes = range(num_classes) if num_classes else [None]
+    for c in classes:
+        sel = x[y == c][:per_class] if c is not None else x[:per_class]
+        if len(sel) < per_class:  # pad with blanks
+            sel = torch.cat([sel, torch.ones(per_class - len(sel), *x.shape[1:])])
+        rows.append(sel)
+        names.append("" if c is None else str(c))
+    grid = make_grid(torch.cat(rows).clamp(0, 1), nrow=per_class, padding=1, pad_value=1.0)
+    arr = (grid * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+    img = Image.fromarray(arr[..., 0] if x.shape[1] == 1 else arr).convert("RGB")
+    img = img.resize((img.width * scale, img.height * scale), Image.NEAREST)
+    margin = 28
+    canvas = Image.new("RGB", (img.width + margin, img.height), "white")
+    canvas.paste(img, (margin, 0))
+    d = ImageDraw.Draw(canvas)
+    row_h = img.height / len(rows)
+    for i, name in enumerate(names):
+        d.text((6, int(i * row_h + row_h / 2 - 5)), name, fill="black")
+    buf = io.BytesIO()
+    canvas.save(buf, format="png")
+    return buf.getvalue()
+
+
+def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device: str, files: Dict[str, str]) -> Dict:
+    p = metrics.get("privacy") or {}
+    ds = metrics.get("downstream") or {}
+    acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v}
+    same = n == ds.get("n_synthetic") and seed == int(cfg.seed) + 2
+    return {
+        "what": "a synthetic data set sampled from a generator trained with dpgen; sampling is post-processing of "
+                "the generator, so the set carries the run's privacy guarantee and no more",
+        "method": metrics.get("method"), "dataset": metrics.get("dataset"),
+        "private": bool(p.get("private")),
+        "epsilon_spent": p.get("epsilon_spent"), "delta": p.get("delta"),
+        "epsilon_budget": p.get("epsilon_budget"),
+        "accountant": p.get("accountant"),
+        "neighbouring_relation": p.get("neighbouring_relation"),
+        "guarantee_holds": p.get("guarantee_holds", bool(p.get("private"))),
+        "not_covered": p.get("not_covered"),
+        "training_steps": metrics.get("steps"),
+        "n": n, "seed": seed, "device": device,
+        "shape": list(cfg.dataset.shape), "num_classes": int(cfg.dataset.num_classes or 0),
+        "labels": "drawn uniformly by the generator (never the private labels)",
+        "checkpoint": str(run / "checkpoints" / "last.pt"),
+        "checkpoint_sha256": _sha256(run / "checkpoints" / "last.pt"),
+        "run_folder": str(run),
+        "dpgen_version": _version(), "dpgen_commit": _commit(),
+        "downstream_at_training_time": {"test_acc": acc, "n_synthetic": ds.get("n_synthetic"),
+                                        "seed": int(cfg.seed), "models": list(acc)},
+        "is_the_training_time_evaluation_set": same,
+        "evaluate_again": (f"python run.py task=evaluate task.synthetic={files['npz']} dataset={metrics.get('dataset')} "
+                           f"seed={int(cfg.seed)}"),
+        "files": files,
+    }
+
+
+def _markdown(sheet: Dict[str, Any]) -> str:
+    acc = sheet["downstream_at_training_time"]["test_acc"]
+    eps = sheet["epsilon_spent"]
+    lines = [f"# Datasheet: synthetic {sheet['dataset']} from {sheet['method']}", "",
+             sheet["what"] + ".", ""]
+    if not sheet["private"]:
+        lines += ["**NOT PRIVATE: the generator was trained without a privacy mechanism.**", ""]
+    elif not sheet["guarantee_holds"]:
+        lines += ["**The run's (epsilon, delta) guarantee does NOT hold (see its privacy report): this set is not "
+                  "differentially private.**", ""]
+    rows = [
+        ("method", sheet["method"]), ("private dataset", sheet["dataset"]),
+        ("epsilon spent", f"{eps:.4f}" if isinstance(eps, (int, float)) else eps),
+        ("delta", sheet["delta"]), ("budget", sheet["epsilon_budget"]), ("accountant", sheet["accountant"]),
+        ("neighbouring relation", sheet["neighbouring_relation"]),
+        ("guarantee holds", sheet["guarantee_holds"]), ("not covered", sheet["not_covered"]),
+        ("training steps", sheet["training_steps"]),
+        ("samples", f"{sheet['n']:,} of shape {tuple(sheet['shape'])}, {sheet['num_classes']} classes ({sheet['labels']})"),
+        ("sampling seed / device", f"{sheet['seed']} / {sheet['device']}"),
+        ("checkpoint", sheet["checkpoint"]), ("checkpoint SHA-256", sheet["checkpoint_sha256"]),
+        ("dpgen", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
+        ("downstream accuracy at training time (real test split)",
+         ", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured"),
+        ("the training-time evaluation set", "yes (same n, seed; same device gives the same samples)"
+         if sheet["is_the_training_time_evaluation_set"] else "no (another n or seed)"),
+    ]
+    lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    lines += ["", "Evaluate the set with the papers' protocol (classifiers trained on it, tested on the real test "
+              "split):", "", f"    {sheet['evaluate_again']}", "",
+              "Files: " + ", ".join(f"`{v}`" for v in sheet["files"].values()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, device: str = "cpu",
+            allow_non_private: bool = False) -> Dict[str, Any]:
+    """Write the release of ``run`` (see the module doc); returns the datasheet."""
+    from dpgen.utils.io import atomic_write_bytes, atomic_write_text
+
+    run = Path(run)
+    cfg, metrics, gen, shape, k = load_generator(run, device)
+    p = metrics.get("privacy") or {}
+    covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
+    if not covered and not allow_non_private:
+        why = "a non-private method" if not p.get("private") else "its privacy report says guarantee_holds: false"
+        raise ReleaseError(f"{run} was trained by {metrics.get('method')} ({why}): its samples are not differentially "
+                           "private. Pass allow_non_private=true to release them anyway (the datasheet says so).")
+    ds = metrics.get("downstream") or {}
+    n = int(n if n is not None else ds.get("n_synthetic") or 60000)
+    if n <= 0:
+        raise ReleaseError(f"n={n}: give a positive number of samples")
+    seed = int(seed if seed is not None else int(cfg.seed) + 2)
+    x, y = draw(gen, n, seed, device)
+    out = Path(out) if out is not None else run / "release"
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, x=x.numpy().astype(np.float32), y=y.numpy().astype(np.int64))
+    files = {"npz": str(out / "synthetic.npz"), "png": str(out / "samples.png"),
+             "datasheet_md": str(out / "DATASHEET.md"), "datasheet_json": str(out / "datasheet.json")}
+    atomic_write_bytes(out / "synthetic.npz", buf.getvalue())
+    if len(shape) == 3:
+        atomic_write_bytes(out / "samples.png", labelled_grid(x, y, k))
+    else:
+        files.pop("png")
+    sheet = datasheet(cfg, metrics, run, n, seed, device, files)
+    atomic_write_text(out / "datasheet.json", json.dumps(sheet, indent=2, default=str))
+    atomic_write_text(out / "DATASHEET.md", _markdown(sheet))
+    return sheet
+
+
+def main(argv: Sequence[str]) -> int:
+    """``dpgen sample <run folder> key=value ...``; exit 2 with ``dpgen: error:`` on bad input."""
+    args: List[str] = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE + "\n\n" + __doc__)
+        return 0 if args else 2
+    run, opts = args[0], {}
+    for a in args[1:]:
+        key, sep, value = a.partition("=")
+        if not sep or key not in ("n", "seed", "out", "device", "allow_non_private"):
+            print(f"dpgen: error: {a!r} is not an option of dpgen sample\n{USAGE}", file=sys.stderr)
+            return 2
+        opts[key] = value
+    try:
+        sheet = release(run, n=int(opts["n"]) if "n" in opts else None,
+                        seed=int(opts["seed"]) if "seed" in opts else None, out=opts.get("out"),
+                        device=opts.get("device", "cpu"),
+                        allow_non_private=opts.get("allow_non_private", "false").lower() in ("1", "true", "yes"))
+    except (ReleaseError, ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"dpgen: error: {e}", file=sys.stderr)
+        return 2
+    acc = sheet["downstream_at_training_time"]["test_acc"]
+    print(f"[dpgen] released {sheet['n']:,} samples of {sheet['method']} on {sheet['dataset']} "
+          f"(epsilon {sheet['epsilon_spent']}, delta {sheet['delta']}): {sheet['files']['npz']}")
+    print(f"[dpgen] datasheet: {sheet['files']['datasheet_md']}; training-time accuracy "
+          + (", ".join(f"{k} {v:.2f}%" for k, v in acc.items()) or "not measured"))
+    print(f"[dpgen] evaluate it again: {sheet['evaluate_again']}")
+    return 0
+
+
+__all__ = ["ReleaseError", "draw", "load_generator", "release"]

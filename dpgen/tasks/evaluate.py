@@ -1,0 +1,79 @@
+"""``task=evaluate``: the papers' downstream protocol on a released synthetic set.
+
+    python run.py task=evaluate task.synthetic=<run>/release/synthetic.npz dataset=mnist seed=0
+
+LogReg / MLP / CNN (``task.eval_models``) are trained on the synthetic set (``x``, ``y`` of the ``.npz``
+that ``dpgen sample`` writes, or any set in that format) and tested on the real test split of
+``dataset``, exactly as a generation run evaluates its generator (``dpgen.eval.evaluate_downstream``, the
+same seed), so a set released with the run's own ``n`` and ``seed`` gives the run's training-time
+accuracy again. It reads the public test split only, never a training split: DPImageBench-style
+comparisons of released sets. Writes ``metrics.json`` in the run folder.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+import torch
+
+
+def load_synthetic(path) -> tuple:
+    """(x float32, y int64) of a released set, or a ValueError naming the file and what it lacks."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"task.synthetic={path}: no such file (dpgen sample <run folder> writes "
+                                "<run>/release/synthetic.npz)")
+    try:
+        with np.load(path) as f:
+            if "x" not in f or "y" not in f:
+                raise ValueError(f"task.synthetic={path} holds {sorted(f.files)}: it needs arrays x (samples) and y "
+                                 "(integer labels)")
+            x, y = torch.from_numpy(f["x"].astype(np.float32)), torch.from_numpy(f["y"].astype(np.int64))
+    except (OSError, EOFError, ValueError) as e:
+        if isinstance(e, ValueError) and "task.synthetic" in str(e):
+            raise
+        raise ValueError(f"task.synthetic={path} cannot be read as .npz ({type(e).__name__}: {e}): write it again "
+                         "with dpgen sample") from None
+    if len(x) != len(y) or len(x) == 0:
+        raise ValueError(f"task.synthetic={path}: {len(x)} samples and {len(y)} labels")
+    return x, y
+
+
+def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
+    from dpgen.data import as_tensors, load_split
+    from dpgen.eval import evaluate_downstream
+    from dpgen.utils.device import resolve_device
+    from dpgen.utils.io import write_json
+    from dpgen.utils.run_dir import start_run_dir
+
+    t0 = time.time()
+    task = cfg.task
+    x, y = load_synthetic(task.synthetic)
+    test = load_split(cfg.dataset, "test")  # the public test split only
+    X_test, Y_test = as_tensors(test)
+    shape = tuple(x.shape[1:])
+    if tuple(X_test.shape[1:]) != shape:
+        raise ValueError(f"task.synthetic={task.synthetic} holds samples of shape {shape}; dataset={cfg.dataset.name}'s "
+                         f"test split has {tuple(X_test.shape[1:])}: evaluate it on the dataset it was trained for")
+    out = start_run_dir(cfg, output_dir, "evaluate")
+    device = str(resolve_device(cfg.trainer.device))
+    res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models),
+                              image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
+                              seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress))
+    metrics = {"task": "evaluate", "synthetic": str(task.synthetic), "dataset": cfg.dataset.name, "seed": cfg.seed,
+               "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "downstream": res,
+               "wall_seconds": round(time.time() - t0, 2)}
+    write_json(out / "metrics.json", metrics)
+    print(f"\nevaluate {task.synthetic} on {cfg.dataset.name}'s test split ({metrics['n_test']:,} images), "
+          f"{metrics['n_synthetic']:,} synthetic samples:")
+    for name, r in res.items():
+        if isinstance(r, dict) and "test_acc" in r:
+            print(f"  {name}: {r['test_acc']:.2f}%")
+    print(f"  files: {out / 'metrics.json'}")
+    return metrics
+
+
+__all__ = ["load_synthetic", "run_evaluate"]

@@ -1,0 +1,83 @@
+"""``dpgen sample``: a synthetic-data release from a trained run's checkpoint (post-processing, no private
+data read), its datasheet, and ``task=evaluate`` on the released set giving the training-time accuracy."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpgen import release
+
+QUICK = ["dataset=digits", "trainer.steps=60", "task.n_synthetic=2000", "task.eval_models=[logreg,mlp]",
+         "task.eval_max_epochs=5", "trainer.progress=false"]
+
+
+def _files_line(out: str) -> Path:
+    return Path(re.search(r"files: (\S+?metrics\.json)", out).group(1)).parent
+
+
+def test_sample_then_evaluate_gives_the_training_time_accuracy(run_cli, monkeypatch, capsys):
+    code, out = run_cli("method=dpsinkhorn", *QUICK)
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+    trained = json.loads((run / "metrics.json").read_text())
+
+    # sampling is post-processing: it must not read any split of the private data set
+    import dpgen.data
+
+    def no_data(*a, **k):
+        raise AssertionError("dpgen sample read the data set")
+
+    with monkeypatch.context() as m:
+        m.setattr(dpgen.data, "load_split", no_data)
+        m.setattr(dpgen.data, "load_dataset", no_data)
+        assert release.main([str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert "released 2,000 samples of dpsinkhorn on digits" in printed
+    rel = run / "release"
+    with np.load(rel / "synthetic.npz") as f:
+        x, y = f["x"], f["y"]
+    assert x.shape == (2000, 1, 8, 8) and x.dtype == np.float32 and y.shape == (2000,) and y.dtype == np.int64
+    assert set(np.unique(y)) <= set(range(10)) and 0.0 <= x.min() and x.max() <= 1.0
+    assert (rel / "samples.png").stat().st_size > 1000
+    sheet = json.loads((rel / "datasheet.json").read_text())
+    p = trained["privacy"]
+    assert sheet["epsilon_spent"] == p["epsilon_spent"] and sheet["delta"] == p["delta"]
+    assert sheet["neighbouring_relation"] == p["neighbouring_relation"] and sheet["not_covered"] == p["not_covered"]
+    assert sheet["accountant"] == p["accountant"] and sheet["method"] == "dpsinkhorn"
+    assert len(sheet["checkpoint_sha256"]) == 64 and sheet["is_the_training_time_evaluation_set"]
+    md = (rel / "DATASHEET.md").read_text()
+    assert "neighbouring relation" in md and "checkpoint SHA-256" in md and "task=evaluate" in md
+
+    # the papers' protocol on the released set: the run's own downstream accuracy again
+    code, out = run_cli("task=evaluate", f"task.synthetic={rel / 'synthetic.npz'}", "dataset=digits", "seed=0",
+                        "task.eval_models=[logreg,mlp]", "task.eval_max_epochs=5", "trainer.progress=false")
+    assert code == 0, out[-2000:]
+    ev = json.loads((_files_line(out) / "metrics.json").read_text())
+    for name in ("logreg", "mlp"):
+        assert ev["downstream"][name]["test_acc"] == pytest.approx(trained["downstream"][name]["test_acc"], abs=1e-9)
+
+
+def test_release_refusals(run_cli, tmp_path):
+    code, out = run_cli("method=swd", *QUICK, "task.eval_models=[logreg]")
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+    with pytest.raises(release.ReleaseError, match="not differentially private.*allow_non_private=true"):
+        release.release(run)
+    sheet = release.release(run, n=50, out=tmp_path / "rel", allow_non_private=True)
+    assert not sheet["private"] and "NOT PRIVATE" in (tmp_path / "rel" / "DATASHEET.md").read_text()
+    assert not sheet["is_the_training_time_evaluation_set"]
+    with pytest.raises(release.ReleaseError, match="config.yaml is missing: give the folder of a finished generation run"):
+        release.release(tmp_path)
+    assert release.main([str(run), "m=3"]) == 2
+
+
+def test_evaluate_refuses_a_bad_set(run_cli, tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, images=np.zeros((3, 1, 8, 8)))
+    code, out = run_cli("task=evaluate", f"task.synthetic={bad}", "dataset=digits")
+    assert code == 2 and "needs arrays x (samples) and y" in out
+    code, out = run_cli("task=evaluate", f"task.synthetic={tmp_path / 'none.npz'}", "dataset=digits")
+    assert code == 2 and "no such file" in out and "dpgen sample" in out
