@@ -139,7 +139,8 @@ def write_summary(sweep_dir, rows: List[Dict[str, Any]]) -> Dict[str, Path]:
 
 
 def _plot(sweep: Path, rows, metric_cols) -> Optional[Path]:
-    """Each headline metric against the one swept value, when there is one and it is numeric."""
+    """Each headline metric and the epsilon spent against the one swept value, when there is one and it
+    is numeric."""
     swept = _swept(rows)
     if len(swept) != 1:
         return None
@@ -148,7 +149,8 @@ def _plot(sweep: Path, rows, metric_cols) -> Optional[Path]:
         xs = [float(v) for v in values]
     except ValueError:
         return None
-    series = {m: [(x, r[m]) for x, r in zip(xs, rows) if isinstance(r.get(m), (int, float))] for m in metric_cols}
+    series = {m: [(x, r[m]) for x, r in zip(xs, rows) if isinstance(r.get(m), (int, float))]
+              for m in [*metric_cols, "epsilon"]}
     series = {m: sorted(v) for m, v in series.items() if v}
     if not series:
         return None

@@ -16,12 +16,12 @@ ARGS = ["trainer.progress=false", "trainer.epochs=null", "trainer.steps=12", "ta
         "trainer.checkpoint_every=1000", "trainer.log_every=1000"]
 
 
-def _signal_at(monkeypatch, at_step):
+def _signal_at(monkeypatch, at_step, signum=signal.SIGUSR2):
     original = GenerationTask.next_batch
 
     def next_batch(self, method, sampler_gen, step, target_steps):
         if step == at_step:
-            os.kill(os.getpid(), signal.SIGUSR2)
+            os.kill(os.getpid(), signum)
         return original(self, method, sampler_gen, step, target_steps)
 
     monkeypatch.setattr(GenerationTask, "next_batch", next_batch)
@@ -55,15 +55,19 @@ def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_
     assert m["privacy"]["epsilon_spent"] == ref["privacy"]["epsilon_spent"]
 
 
-def test_usr2_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_path, monkeypatch):
-    previous = signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+@pytest.mark.parametrize("signum", [signal.SIGUSR2, signal.SIGTERM], ids=["USR2", "TERM"])
+def test_a_signal_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_path, monkeypatch, signum):
+    """Outside submitit (and for SIGTERM, which SLURM sends KillWait seconds before killing a requeued or
+    cancelled job): checkpoint at the end of the step, exit 75."""
+    previous = signal.signal(signum, signal.SIG_DFL)
     try:
-        _signal_at(monkeypatch, 3)
+        _signal_at(monkeypatch, 3, signum)
         with pytest.raises(SystemExit) as e:
             train_generative(compose_config(ARGS), tmp_path / "run")
         assert e.value.code == EXIT_REQUEUE
+        assert signal.getsignal(signum) == signal.SIG_DFL  # restored
     finally:
-        signal.signal(signal.SIGUSR2, previous)
+        signal.signal(signum, previous)
     assert json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())["private_steps"] == 4
 
 

@@ -6,6 +6,11 @@ since the last checkpoint were lost and re-run (and re-charged) by the next atte
 :class:`StopRequest` holds the signal instead: the loop finishes its step, writes a checkpoint (the ledger
 on disk first, as always) and then calls the handler that was there before (submitit's: requeue and exit),
 or, when there was none, exits with :data:`EXIT_REQUEUE` and a message.
+
+``SIGTERM`` is held the same way: SLURM sends it before killing a job it requeues (``scontrol requeue``,
+preemption) or cancels, ``KillWait`` seconds ahead of ``SIGKILL``, and so does a user's ``kill``; the run
+checkpoints at the end of its step and exits with :data:`EXIT_REQUEUE` (submitit's own SIGTERM handler
+only logs it).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 #: exit status of a run stopped by the signal outside submitit (EX_TEMPFAIL: "try again")
 EXIT_REQUEUE = 75
@@ -26,38 +31,41 @@ def _signal_number() -> Optional[int]:
 
 
 class StopRequest:
-    """Context manager: while open, the preemption signal only sets :attr:`requested`."""
+    """Context manager: while open, the preemption signal and SIGTERM only set :attr:`requested`."""
 
     def __init__(self) -> None:
         self.requested = False
-        self.signum = _signal_number()
-        self.previous: Any = None
-        self.installed = False
+        self.signum: Optional[int] = None  # the signal that arrived
+        self.signums = [s for s in (_signal_number(), signal.SIGTERM) if s is not None]
+        self.previous: Dict[int, Any] = {}
 
     def _handler(self, signum, frame) -> None:
         self.requested = True
+        self.signum = self.signum or signum
 
     def __enter__(self) -> "StopRequest":
-        if self.signum is not None and threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(self.signum, self._handler)
-            self.installed = True
+        if threading.current_thread() is threading.main_thread():
+            for s in dict.fromkeys(self.signums):
+                self.previous[s] = signal.signal(s, self._handler)
         return self
 
     def __exit__(self, *exc) -> None:
         self._restore()
 
     def _restore(self) -> None:
-        if self.installed:
-            signal.signal(self.signum, self.previous)
-            self.installed = False
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+        self.previous = {} if not self.requested else self.previous
 
     def hand_over(self, step: int, checkpoint_path) -> None:
         """After the checkpoint: the previous handler (submitit requeues and exits), else exit 75."""
+        previous = self.previous.get(self.signum)
         self._restore()
+        self.previous = {}
         print(f"[dpgen] {signal.Signals(self.signum).name} received: checkpoint at step {step} written "
               f"({checkpoint_path}); the run continues from it with resume=auto", file=sys.stderr, flush=True)
-        if callable(self.previous):
-            self.previous(self.signum, None)  # submitit: requeue, then sys.exit
+        if callable(previous):
+            previous(self.signum, None)  # submitit's USR2: requeue, then sys.exit; its SIGTERM: a log line
         raise SystemExit(EXIT_REQUEUE)
 
 
