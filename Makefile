@@ -7,6 +7,10 @@ VENV   ?= .venv
 PYTHON ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo python3)
 # torch/torchvision pinned to the builds on this workplace's disk (see README "Install")
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
+# a machine without a GPU: make install CPU=1 installs torch from PyTorch's CPU index (no CUDA libraries, about
+# 3 GB less); TORCH_INDEX=<url> picks any other index
+CPU ?=
+TORCH_INDEX ?= $(if $(CPU),https://download.pytorch.org/whl/cpu,)
 # SCALE=smoke (minutes on CPU, tiny budgets) | cpu (this machine's budget) | paper (the papers' budgets);
 # each table's settings per scale: conf/scale/<scale>.yaml
 SCALE ?= smoke
@@ -22,16 +26,17 @@ comma := ,
 
 export MPLBACKEND := Agg
 
-.PHONY: help install run test test-slow bench tables audit audit-run \
+.PHONY: help install run test test-slow test-slurm bench tables audit audit-run \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
         table-dpswd-da fig-dpswd-eps
 
 help:
-	@echo "install                   create $(VENV) and install dpgen with its dependencies"
+	@echo "install                   create $(VENV) and install dpgen with its dependencies (CPU=1: torch without CUDA libraries)"
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "test / test-slow          pytest (fast) / pytest including slow tests"
+	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; ~5 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
@@ -61,7 +66,7 @@ help:
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/python -m pip install $(TORCH_PINS)
+	$(VENV)/bin/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) $(TORCH_PINS)
 	$(VENV)/bin/python -m pip install -e '.[dev]'
 
 run:
@@ -72,6 +77,9 @@ test:
 
 test-slow:
 	$(PYTHON) -m pytest -m "slow or not slow"
+
+test-slurm:
+	$(PYTHON) -m pytest -m slow -s tests/test_slurm_real.py
 
 bench:
 	$(PYTHON) scripts/bench_speed.py

@@ -38,7 +38,18 @@ def main():
         import importlib
 
         sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
-    hydra_main()
+    try:
+        hydra_main()
+    except SystemExit as e:
+        if e.code == 1:  # Hydra refused an override (printed above): name the closest key or choice
+            from dpgen.config import CONFIG_DIR, compose_raw
+            from dpgen.utils.suggest import override_hint
+
+            hint = override_hint(sys.argv[1:], CONFIG_DIR, compose_raw)
+            if hint:
+                print(f"dpgen: error: {hint}", file=sys.stderr)
+                sys.exit(2)
+        raise
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -46,8 +57,10 @@ def hydra_main(cfg: DictConfig):
     from hydra.core.hydra_config import HydraConfig
 
     from dpgen.tasks import TASKS
-    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
+    from dpgen.utils.run_dir import RunDirBusy, RunLog, claim_run_dir, discard_if_empty
 
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    log = None
     try:
         conf = validate(cfg)
         if os.environ.get("SUBMITIT_EXECUTOR") and conf.resume is False:
@@ -56,12 +69,24 @@ def hydra_main(cfg: DictConfig):
             conf.resume = "auto"
         task = TASKS[conf.task.name]
         # one live run per folder: a fresh run whose folder is taken moves to <folder>-1, ...
-        out = claim_run_dir(Path(HydraConfig.get().runtime.output_dir), conf.resume)
+        out = claim_run_dir(folder, conf.resume)
+        folder = out
+        log = RunLog(out).__enter__()  # <run>/run.log: what the run prints
         return task(conf, output_dir=out)
     except (ConfigError, PrivacyParameterError, FileNotFoundError, TrainingError, ValueError, RunDirBusy) as e:
         # bad input or a stopped run: the message names the value / file / step and the fix
         print(f"dpgen: error: {e}", file=sys.stderr)
+        if log is not None:
+            log.__exit__(None, None, None)
+            log = None
+        # a single run that failed before any result leaves no folder; a sweep's job keeps its run.log (the summary
+        # reads the error from it)
+        if HydraConfig.get().mode.name == "RUN":
+            discard_if_empty(folder)
         sys.exit(2)
+    finally:
+        if log is not None:
+            log.__exit__(None, None, None)
 
 
 if __name__ == "__main__":

@@ -323,8 +323,13 @@ class Config:
 
 
 def register_configs() -> None:
-    """Register every schema in Hydra's ConfigStore (idempotent)."""
+    """Register every schema in Hydra's ConfigStore and dpgen's resolvers (idempotent)."""
     from hydra.core.config_store import ConfigStore
+
+    from dpgen.slurm import basename
+
+    # ${dpgen.basename:${hydra.sweep.dir}}: SLURM job names after the sweep's folder
+    OmegaConf.register_new_resolver("dpgen.basename", basename, replace=True)
 
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
@@ -370,6 +375,12 @@ def validate(cfg: DictConfig) -> Any:
 
     Raises :class:`ConfigError` naming the bad key.
     """
+    from dpgen.utils.suggest import undeclared_key_error
+
+    if isinstance(cfg, DictConfig):
+        why = undeclared_key_error(cfg)  # `+trainer.stepz=1`: a key no schema declares, added with +
+        if why:
+            raise ConfigError(why)
     try:
         obj = OmegaConf.to_object(cfg)
         if isinstance(obj, Config) and not isinstance(obj.method, MethodConfig):
@@ -385,6 +396,20 @@ def validate(cfg: DictConfig) -> Any:
 
 #: the Hydra config tree (``dpgen/conf``: a link to the checkout's ``conf/``, a copy in an installed package)
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+
+
+def compose_raw(overrides=(), config_name: str = "config") -> DictConfig:
+    """The composed config before validation (a DictConfig)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            return compose(config_name=config_name, overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def compose_config(overrides=(), config_name: str = "config") -> Any:

@@ -32,3 +32,10 @@ def test_pip_install_then_dpgen_runs_from_another_folder(tmp_path):
                        text=True, check=True)
     installed, rows = r.stdout.split()
     assert str(venv) in installed and int(rows) > 0  # the installed copy, not the checkout
+    # data: the working directory's data/ (a folder the user owns), and the error names the installed DATA.md
+    r = subprocess.run([str(venv / "bin" / "dpgen"), "dataset=mnist", "trainer.steps=1",
+                        f"hydra.run.dir={work / 'run2'}"], cwd=work, capture_output=True, text=True, timeout=600,
+                       env={**__import__("os").environ, "DPGEN_DATA_ROOT": ""})
+    assert r.returncode == 2 and str(work / "data") in r.stderr, r.stderr[-2000:]
+    doc = r.stderr.split("the expected files of every dataset: ")[1].split(")")[0].strip()
+    assert str(venv) in doc and Path(doc).is_file(), doc

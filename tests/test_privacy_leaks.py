@@ -11,6 +11,8 @@
 """
 
 import copy
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -83,6 +85,11 @@ def _strip(obj):
     return obj
 
 
+def _volatile(key: str) -> bool:
+    """A flattened key with a volatile part (``final/timing_ms_per_step.sgd``, ``hparam/wall_seconds``)."""
+    return any(part in _VOLATILE for part in key.replace("/", ".").split("."))
+
+
 def _files(run: Path):
     out = {}
     for p in sorted(run.rglob("*")):
@@ -94,11 +101,14 @@ def _files(run: Path):
                 acc = EventAccumulator(str(p))
                 acc.Reload()
                 out[str(p.parent.relative_to(run) / "events")] = {
-                    tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+                    tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]
+                    if not _volatile(tag)}
             elif p.suffix == ".pt":
                 out[rel] = _strip(torch.load(p, map_location="cpu", weights_only=False))
             elif p.name == "metrics.json":
                 out[rel] = _strip(json.loads(p.read_text()))
+            elif p.name == "metrics_final.csv":  # metrics.json flattened (the csv logger's end of run)
+                out[rel] = [row for row in csv.reader(io.StringIO(p.read_text())) if not _volatile(row[0])]
             else:
                 out[rel] = p.read_bytes()
     return out
@@ -438,7 +448,9 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = validate(compose(config_name="config", overrides=["experiment=dpswd_table4_um"]))
-    out = account_dpswd(cfg)
+    from dpgen.methods.dpswd import DPSWD
+
+    out = account_dpswd(cfg, DPSWD)
     s = out["summary"]
     assert s["sigma"] == pytest.approx(4.3866, abs=1e-3)
     assert s["guarantee_holds"] is False and s["sigma_union_bound"] > s["sigma"]

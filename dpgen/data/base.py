@@ -10,11 +10,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from dpgen.utils.io import REPO_ROOT
+from dpgen.utils.io import IN_CHECKOUT, project_root
 
 PathLike = Union[str, os.PathLike]
 
-DOCS_HINT = "see docs/DATA.md"
+#: where the file layouts are written down: docs/DATA.md, which the package carries as dpgen/DATA.md
+DOCS_HINT = "the expected files of every dataset: " + str(
+    project_root() / "docs" / "DATA.md" if IN_CHECKOUT else Path(__file__).resolve().parents[1] / "DATA.md")
 
 
 class ArrayDataset(TensorDataset):
@@ -78,17 +80,18 @@ def as_tensors(dataset: Dataset, max_items: Optional[int] = None) -> Tuple[torch
 
 
 def resolve_data_root(data_root: Optional[PathLike] = None) -> Path:
-    """``data_root``, else ``$DPGEN_DATA_ROOT``, else ``<repo>/data``.
+    """``data_root``, else ``$DPGEN_DATA_ROOT``, else ``<checkout>/data`` (an installed package: the
+    working directory's ``data/``, never a folder inside site-packages).
 
     A relative path is taken from the working directory when it exists there, otherwise from the
-    repository root (so the configs' default ``data`` means ``<repo>/data`` wherever you run from).
+    checkout's root (so the configs' default ``data`` means ``<checkout>/data`` wherever you run from).
     """
     if data_root is None or str(data_root) == "":
         env = os.environ.get("DPGEN_DATA_ROOT")
-        data_root = env if env else REPO_ROOT / "data"
+        data_root = env if env else project_root() / "data"
     p = Path(data_root).expanduser()
     if not p.is_absolute():
-        p = p.resolve() if p.exists() else (REPO_ROOT / p)
+        p = p.resolve() if p.exists() else (project_root() / p)
     return p
 
 

@@ -9,6 +9,7 @@ the same layout torchvision itself uses.
 from __future__ import annotations
 
 import gzip
+import zlib
 import pickle
 import struct
 from pathlib import Path
@@ -63,8 +64,14 @@ def read_idx(path) -> np.ndarray:
     """Parse an idx file (``.gz`` or uncompressed): magic ``00 00 <dtype> <ndim>``, big-endian dims."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except (EOFError, OSError, zlib.error) as e:  # a truncated or corrupt .gz (BadGzipFile is an OSError)
+        raise ValueError(f"{path} cannot be read ({type(e).__name__}; the details are not printed: they may count records): the file is truncated or corrupt. "
+                         "Download it again (docs/DATA.md gives the sources) and compare its checksum") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
         raise ValueError(f"{path} is not an idx file (bad magic number {data[:4].hex()})")
     ndim = data[3]
@@ -202,11 +209,15 @@ def load_usps(root: Path, split: str = "train", download: bool = False, *,
     if h5 is not None:
         import h5py
 
-        with h5py.File(h5, "r") as f:
-            if split not in f:
-                raise ValueError(f"usps: {h5} has no group {split!r} (groups: {', '.join(f.keys())})")
-            data = np.asarray(f[split]["data"], dtype=np.float32)
-            target = np.asarray(f[split]["target"]).astype(np.int64).reshape(-1)
+        try:
+            with h5py.File(h5, "r") as f:
+                if split not in f:
+                    raise ValueError(f"usps: {h5} has no group {split!r} (groups: {', '.join(f.keys())})")
+                data = np.asarray(f[split]["data"], dtype=np.float32)
+                target = np.asarray(f[split]["target"]).astype(np.int64).reshape(-1)
+        except (OSError, KeyError) as e:  # truncated or not an HDF5 file, or a group without data / target
+            raise ValueError(f"usps: {h5} cannot be read ({type(e).__name__}; details withheld: they may count records): the file is truncated or "
+                             "corrupt. Download usps.h5 again (docs/DATA.md) and compare its checksum") from None
         X = torch.from_numpy(np.clip(data, 0.0, 1.0).reshape(-1, 1, 16, 16))
         y = torch.from_numpy(target)
         source = str(h5)

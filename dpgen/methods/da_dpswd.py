@@ -33,7 +33,7 @@ import torch
 from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.privacy.dpswd import DPSWDAccounting
-from dpgen.methods.dpswd import DPSWDConfig, SWDConfig, bound_rows
+from dpgen.methods.dpswd import DPSWD, DPSWDConfig, SWDConfig, bound_rows
 from dpgen.methods.registry import register
 from dpgen.privacy.ledger import RELATIONS
 
@@ -131,7 +131,7 @@ class DADPSWD(DPSWDAccounting, DASWD):
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_dpswd
 
-        return account_dpswd(cfg)
+        return account_dpswd(cfg, DPSWD)
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)

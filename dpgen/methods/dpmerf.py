@@ -115,7 +115,7 @@ class DPMERF(GenerativeMethod):
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_dpmerf
 
-        return account_dpmerf(cfg)
+        return account_dpmerf(cfg, cls)
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **_):

@@ -375,7 +375,7 @@ class DPSWD(DPSWDAccounting, SWD):
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_dpswd
 
-        return account_dpswd(cfg)
+        return account_dpswd(cfg, cls)
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, image_shape=None, **_):

@@ -34,17 +34,16 @@ def _cross_check(cfg, z: float, q: float, steps: int, sampling: str, accountant:
     return out
 
 
-def _account_dpswd_method(cfg, steps: int) -> Dict[str, Any]:
+def _account_dpswd_method(cfg, steps: int, method_cls) -> Dict[str, Any]:
     """dpgen's DP-SWD variants (tensor rows, DP mean, low-pass): the method object's own calibration,
     so the accounting task and a training run report the same noise."""
     import math
 
-    from dpgen.methods.dpswd import DPSWD
 
     m, p, t = cfg.method, cfg.privacy, cfg.trainer
     n = cfg.dataset.n_train
     shape = tuple(cfg.dataset.shape) or None
-    meth = DPSWD(cfg, num_classes=cfg.dataset.num_classes, data_dim=cfg.dataset.dim, n_private=n, steps=steps,
+    meth = method_cls(cfg, num_classes=cfg.dataset.num_classes, data_dim=cfg.dataset.dim, n_private=n, steps=steps,
                  batch_size=t.batch_size, image_shape=shape)
     cal = meth.calibration
     eps = meth.ledger.epsilon_of(meth.noise_multiplier, steps)
@@ -68,7 +67,7 @@ def _account_dpswd_method(cfg, steps: int) -> Dict[str, Any]:
     return {"summary": res, "lines": lines}
 
 
-def account_dpswd(cfg) -> Dict[str, Any]:
+def account_dpswd(cfg, method_cls) -> Dict[str, Any]:
     from dpgen.privacy.dpswd import calibrate_dpswd_sigma
 
     m, p, t = cfg.method, cfg.privacy, cfg.trainer
@@ -78,7 +77,7 @@ def account_dpswd(cfg) -> Dict[str, Any]:
     # epochs when the run is given in epochs (each convention turns them into steps its own way)
     length = {"steps": int(t.steps)} if t.steps is not None else {"epochs": t.epochs}
     if m.label_mode == "tensor" or m.center != "none" or m.compare_lowpass:
-        return _account_dpswd_method(cfg, steps)
+        return _account_dpswd_method(cfg, steps, method_cls)
     res = calibrate_dpswd_sigma(
         epsilon=p.epsilon,
         delta=p.delta,
@@ -194,13 +193,12 @@ def account_entropic_ldp(cfg) -> Dict[str, Any]:
                         "sensitivity": m.sensitivity}, "lines": lines}
 
 
-def account_dpmerf(cfg) -> Dict[str, Any]:
+def account_dpmerf(cfg, method_cls) -> Dict[str, Any]:
     """DP-MERF: one Gaussian release of the mean embedding (sensitivity 2 / n), whatever the training length."""
-    from dpgen.methods.dpmerf import DPMERF
     from dpgen.privacy.wdp import gaussian_dp_epsilon
 
     ds, p = cfg.dataset, cfg.privacy
-    m = DPMERF(cfg, num_classes=ds.num_classes or 0, data_dim=ds.dim, n_private=ds.n_train)
+    m = method_cls(cfg, num_classes=ds.num_classes or 0, data_dim=ds.dim, n_private=ds.n_train)
     eps = m.ledger.epsilon_of(m.noise_multiplier, 0)
     exact = gaussian_dp_epsilon(m.noise_multiplier, p.delta)
     lines = [

@@ -10,6 +10,7 @@ trained on synthetic samples and tested on the real test split (``task.eval_mode
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -38,6 +39,11 @@ class GenerationTask(Task):
         from dpgen.methods.registry import method_class
 
         method_class(cfg, "generation")  # a method this task trains, before any data is read
+        self.fid_missing = fid_unavailable(cfg)
+        if self.fid_missing:  # said before training, not found after it
+            print(f"[dpgen] WARNING: task.fid=true, but FID cannot be computed here: {self.fid_missing}. The run "
+                  "continues; its summary and metrics.json say fid: n/a (task.fid=false silences this)",
+                  file=sys.stderr, flush=True)
 
         self.device = device
         self.train_ds = load_split(cfg.dataset, "train")
@@ -150,6 +156,9 @@ class GenerationTask(Task):
         if ds.get("n_classes"):
             print(f"  chance level: {100.0 / ds['n_classes']:.1f}%" + (f"; {ds['reference']}" if ds.get("reference")
                                                                        else ""))
+        if "fid" in m:
+            print(f"  FID: {m['fid']:.2f} ({m.get('fid_samples')} samples)" if isinstance(m["fid"], (int, float))
+                  else f"  FID: n/a ({str(m.get('fid_missing', 'not computed')).split(';')[0]}; metrics.json says more)")
         if "eval_seconds" in m:
             print(f"  evaluation: {m['eval_seconds']:.1f} s; {m.get('threads', '')}")
         print(f"  files: {out / 'metrics.json'}" + (f", {m['samples_png']}" if "samples_png" in m else ""))
@@ -223,6 +232,19 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
         res["reference"] = ref
     res["n_test"] = int(X_test.shape[0])
     return res
+
+
+def fid_unavailable(cfg) -> str:
+    """Why ``task.fid=true`` cannot give a FID on this machine ("" when it can, or when FID is off)."""
+    if not cfg.task.fid:
+        return ""
+    from dpgen.eval.fid import FIDUnavailable, find_fid_weights
+
+    try:
+        find_fid_weights()
+    except FIDUnavailable as e:
+        return " ".join(str(e).split()).rstrip(".")
+    return ""
 
 
 def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:

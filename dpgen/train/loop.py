@@ -266,15 +266,27 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     step = open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=carried)
     if state is not None:
         print(f"[dpgen] resumed from {ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
+    # the earlier attempts' clocks and last published record: a resumed run's metrics cover the whole run
+    before = dict((state or {}).get("elapsed") or {})
+    clock = {"loop_t0": None, "step0": step}
+
+    def elapsed() -> Dict[str, Any]:
+        loop_s = time.time() - clock["loop_t0"] if clock["loop_t0"] is not None else 0.0
+        return {"train_seconds": before.get("train_seconds", 0.0) + time.time() - t_start,
+                "loop_seconds": before.get("loop_seconds", 0.0) + loop_s,
+                "loop_steps": before.get("loop_steps", 0) + step - clock["step0"],
+                "last_logs": last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
 
     def checkpoint():
         publisher.checkpoint(lambda: ckpt.save(run_state(
             cfg, step, sampler_gen, noise_gen, settings, models=nets.state_dict(), optimizer=opt.state_dict(),
-            method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None)))
+            method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None,
+            elapsed=elapsed())))
 
     task.prepare(method, out)  # a release before training (a DP mean), if the method makes one
     # a checkpoint at step 0 for every task, before anything is published (what was released before training is
     # in it): a run killed before its next checkpoint resumes with its ledger, and what it published stays charged
+    last_logs: Dict[str, Any] = {}
     if state is None:
         checkpoint()
     # after the releases before training: the steps left are computed from the ledger's whole history
@@ -285,9 +297,9 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
                disable=not t.progress, dynamic_ncols=True)
     nets.train()
     logs: Dict[str, Any] = {}
-    last_logs: Dict[str, Any] = {}
     first_bad = torch.zeros((), dtype=torch.long, device=device)
     step0, t_loop = step, time.time()
+    clock.update(loop_t0=t_loop, step0=step)
     warned = False
     # SIGUSR2 (SLURM's time-limit / preemption warning through submitit) is held until the step ends
     with StopRequest() as stop:
@@ -339,7 +351,8 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
         bar.close()
         stop.hand_over(step, ckpt.path)
     bar.close()
-    loop_s = time.time() - t_loop
+    whole = elapsed()  # this attempt and the earlier ones
+    last_logs = whole["last_logs"]
     done = target_steps >= steps or (method.private and method.accounts_steps and method.spent_steps() >= steps)
     stop_reason = ("completed" if done else
                    f"privacy budget: the next step would exceed epsilon={cfg.privacy.epsilon}")
@@ -367,9 +380,11 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
             "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
             if cfg.privacy.secret_randomness else
             "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")},
-        "train_seconds": round(time.time() - t_start, 2),
-        "loop_seconds": round(loop_s, 2),
-        "steps_per_second": round((step - step0) / loop_s, 3) if loop_s > 0 and step > step0 else None,
+        "train_seconds": round(whole["train_seconds"], 2),
+        "loop_seconds": round(whole["loop_seconds"], 2),
+        "steps_per_second": (round(whole["loop_steps"] / whole["loop_seconds"], 3)
+                             if whole["loop_seconds"] > 0 and whole["loop_steps"] > 0 else None),
+        "attempts": whole["attempts"],
         "checkpoint": str(ckpt.path),
     }
     threads.rebalance()
@@ -377,9 +392,9 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     metrics.update(task.evaluate(cfg, evaluated, method, device, out))
     metrics["eval_seconds"] = round(time.time() - t_eval, 2)
     metrics["threads"] = threads.describe()
-    metrics["wall_seconds"] = round(time.time() - t_start, 2)
+    metrics["wall_seconds"] = round(before.get("train_seconds", 0.0) + time.time() - t_start, 2)
     write_json(out / "metrics.json", metrics)
-    publisher.finish()
+    publisher.finish(metrics)
     return metrics
 
 

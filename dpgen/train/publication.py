@@ -207,7 +207,7 @@ class Publisher:
         self.ledger = LedgerFile(out)
         self.method = method
         self.settings = settings
-        self.logger = make_logger(cfg, out)
+        self.logger = make_logger(cfg, out, config_dict=_config_dict(cfg))
 
     def persist(self) -> None:
         if self.method.private:
@@ -223,8 +223,20 @@ class Publisher:
         self.persist()
         save()
 
-    def finish(self) -> None:
-        self.logger.finish()
+    def finish(self, final: Optional[Dict[str, Any]] = None) -> None:
+        """The run's final metrics (what metrics.json holds) and its sample grid, to the logger."""
+        images = {"samples": Path(final["samples_png"])} if final and final.get("samples_png") else None
+        self.logger.finish(final=final, images=images)
+
+
+def _config_dict(cfg) -> Dict[str, Any]:
+    """The run's settings as plain containers (the loggers' hyper-parameters)."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    except Exception:  # an outside method's settings object that OmegaConf cannot wrap
+        return {}
 
 
 __all__ = ["LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",

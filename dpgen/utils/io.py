@@ -16,11 +16,19 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: a checkout (pip install -e or a clone) keeps its data/ and outputs/ beside the code; an installed package
+#: (site-packages) uses the working directory's instead, a folder the user owns
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "dpgen").is_dir()
+
+
+def project_root() -> Path:
+    """The checkout's root, or for an installed package the working directory."""
+    return REPO_ROOT if IN_CHECKOUT else Path.cwd()
 
 
 def outputs_dir() -> Path:
     """Root of result files: ``$DPGEN_OUTPUTS`` or ``<repo>/outputs``."""
-    return Path(os.environ.get("DPGEN_OUTPUTS", REPO_ROOT / "outputs"))
+    return Path(os.environ.get("DPGEN_OUTPUTS", project_root() / "outputs"))
 
 
 def tables_dir() -> Path:

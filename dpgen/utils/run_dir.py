@@ -130,3 +130,74 @@ def start_run_dir(cfg, output_dir, default: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
     return out
+
+
+#: what makes a run folder worth keeping after an error (anything a user could look at or resume from)
+RESULTS = ("metrics.json", "accounting.json", "checkpoints", "samples.png", "release", "metrics.jsonl")
+
+
+def discard_if_empty(folder) -> bool:
+    """Remove a run folder that holds no result (only Hydra's ``.hydra/``, the log, ``config.yaml``, a lock):
+    what a config error left. Returns whether it was removed."""
+    import shutil
+
+    folder = Path(folder)
+    if not folder.is_dir() or any((folder / name).exists() for name in RESULTS):
+        return False
+    allowed = {".hydra", "config.yaml", LOCK_NAME, "run.log", "cli.log"}
+    if any(p.name not in allowed for p in folder.iterdir()):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    try:  # the date folder above it, when this was its only run
+        folder.parent.rmdir()
+    except OSError:
+        pass
+    return True
+
+
+class _Tee:
+    """A text stream that also appends finished lines to a file (a progress bar's ``\r`` redraws: only
+    their last state)."""
+
+    def __init__(self, stream, file) -> None:
+        self.stream, self.file, self.pending = stream, file, ""
+
+    def write(self, text: str) -> int:
+        n = self.stream.write(text)
+        self.pending += text
+        if "\n" in self.pending:
+            lines, self.pending = self.pending.rsplit("\n", 1)
+            self.file.write("".join(line.rsplit("\r", 1)[-1] + "\n" for line in lines.split("\n")))
+            self.file.flush()
+        return n
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class RunLog:
+    """``with RunLog(folder):`` what the run prints (stdout and stderr) is also appended to
+    ``<folder>/run.log``, the file Hydra's job logging writes too."""
+
+    def __init__(self, folder) -> None:
+        self.path = Path(folder) / "run.log"
+
+    def __enter__(self) -> "RunLog":
+        import sys
+
+        self.file = open(self.path, "a")
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(sys.stdout, self.file), _Tee(sys.stderr, self.file)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import sys
+
+        for tee in (sys.stdout, sys.stderr):
+            if isinstance(tee, _Tee) and tee.pending:
+                self.file.write(tee.pending.rsplit("\r", 1)[-1] + "\n")
+        sys.stdout, sys.stderr = self.saved
+        self.file.close()
