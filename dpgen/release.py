@@ -184,7 +184,7 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("samples", f"{sheet['n']:,} of shape {tuple(sheet['shape'])}, {sheet['num_classes']} classes ({sheet['labels']})"),
         ("sampling seed / device", f"{sheet['seed']} / {sheet['device']}"),
         ("checkpoint", sheet["checkpoint"]), ("checkpoint SHA-256", sheet["checkpoint_sha256"]),
-        ("dpgen", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
+        ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",
          ", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured"),
         ("the training-time evaluation set", "yes (same n, seed; same device gives the same samples)"
@@ -255,8 +255,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"dpgen: error: {e}", file=sys.stderr)
         return 2
     acc = sheet["downstream_at_training_time"]["test_acc"]
+    eps = sheet["epsilon_spent"]
+    eps = f"{eps:.4f}" if isinstance(eps, (int, float)) else eps
     print(f"[dpgen] released {sheet['n']:,} samples of {sheet['method']} on {sheet['dataset']} "
-          f"(epsilon {sheet['epsilon_spent']}, delta {sheet['delta']}): {sheet['files']['npz']}")
+          f"(epsilon {eps}, delta {sheet['delta']}): {sheet['files']['npz']}")
     print(f"[dpgen] datasheet: {sheet['files']['datasheet_md']}; training-time accuracy "
           + (", ".join(f"{k} {v:.2f}%" for k, v in acc.items()) or "not measured"))
     print(f"[dpgen] evaluate it again: {sheet['evaluate_again']}")
