@@ -32,10 +32,8 @@ import torch
 
 from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
-from dpgen.privacy.dpswd import DPSWDAccounting
-from dpgen.methods.dpswd import DPSWD, DPSWDConfig, SWDConfig, bound_rows
+from dpgen.methods.dpswd import DPSWDMethod, SWDConfig, bound_rows
 from dpgen.methods.registry import register
-from dpgen.privacy.ledger import RELATIONS
 
 ROW_BOUNDS = ("clip", "batch_max", "none")
 
@@ -118,21 +116,7 @@ class DASWD(DAMethod):
 
 
 @register("dpswd", tasks=("domain_adaptation",))
-class DADPSWD(DPSWDAccounting, DASWD):
-    Settings = DPSWDConfig
-    name = "dpswd"
-    private = True
-    sampling = "without_replacement"
-
-
-    accounting_relation = RELATIONS["without_replacement"]
-
-    @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_dpswd
-
-        return account_dpswd(cfg, DPSWD)
-
+class DADPSWD(DPSWDMethod, DASWD):
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size)
         self._setup_ledger(cfg.method, cfg.privacy, self.feat_dim, n_target, batch_size, steps)

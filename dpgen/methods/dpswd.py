@@ -361,21 +361,25 @@ class SWD(GenerativeMethod):
                                   projections=u, generator=self.rng, y_copies=copies)
 
 
-@register("dpswd")
-class DPSWD(DPSWDAccounting, SWD):
+class DPSWDMethod(DPSWDAccounting):
+    """What DP-SWD is for every task (generation here, domain adaptation in da_dpswd.py): its settings, its
+    sampling and relation, its accounting report (the generative mechanism's: the DA one spends the same)."""
+
     Settings = DPSWDConfig
     name = "dpswd"
     private = True
     sampling = "without_replacement"
-
-
     accounting_relation = RELATIONS["without_replacement"]
 
     @classmethod
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_dpswd
 
-        return account_dpswd(cfg, cls)
+        return account_dpswd(cfg, DPSWD)
+
+
+@register("dpswd")
+class DPSWD(DPSWDMethod, SWD):
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, image_shape=None, **_):
