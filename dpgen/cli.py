@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from dpgen.config import ConfigError, register_configs, validate
 from dpgen.privacy.validation import PrivacyParameterError
-from dpgen.train.trainer import TrainingError
+from dpgen.train.state import TrainingError
 
 register_configs()
 

@@ -5,6 +5,6 @@
 nothing from the tasks above it.
 """
 
-from dpgen.train.trainer import TrainingError
+from dpgen.train.state import TrainingError
 
 __all__ = ["TrainingError"]

@@ -9,7 +9,7 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
 
 * ``trainer.device=auto`` (CUDA when present), ``seed`` for models and public randomness; the
   mechanism's randomness (which records a batch holds, directions, noise) from OS entropy unless
-  ``privacy.secret_randomness=false`` (:func:`dpgen.train.trainer.mechanism_generators`);
+  ``privacy.secret_randomness=false`` (:func:`dpgen.train.state.mechanism_generators`);
 * the budget: a private method's ledger knows how many steps its (epsilon, delta) allows; the run
   stops before a step that would exceed it, counting the steps its ledger already holds, and
   records why it stopped (``stop_reason``);
@@ -45,7 +45,7 @@ import torch
 
 from dpgen.train.checkpoint import Checkpointer
 from dpgen.train.publication import Publisher, carried_ledger, stop_step
-from dpgen.train.trainer import (EMA, TrainingError, fresh_folder, load_checkpoint, make_optimizer,
+from dpgen.train.state import (EMA, TrainingError, fresh_folder, load_checkpoint, make_optimizer,
                                  mechanism_generators, open_run, prepare_resume, run_state, seed_everything)
 from dpgen.utils.device import resolve_device
 from dpgen.utils.io import write_json
