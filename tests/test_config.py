@@ -78,7 +78,7 @@ def test_every_experiment_runs(experiment, tmp_path, fake_data_root):
         assert metrics["steps"] == 2 and metrics["privacy"]["steps_accounted"] == 2
         assert set(metrics["privacy"]["accountants"]) == {"moments", "bdp", "wdp"}
         return
-    if _experiment_task(experiment) == "domain_adaptation":  # one step of each: tests/test_domain_adaptation.py
+    if _experiment_task(experiment) == "domain_adaptation":  # one step of each: tests/tasks/test_domain_adaptation.py
         assert validate(_compose([f"experiment={experiment}"])).task.name == "domain_adaptation"
         return
     if _experiment_task(experiment) == "generation":

@@ -14,7 +14,7 @@ Gaussian noise (p = 2, the squared Euclidean cost). Matching rule (section 3):
 
 Mapping onto geomloss. ``geomloss.SamplesLoss("sinkhorn", p, blur, debias=False, cost=C)``
 returns OT_eps = min_pi <pi, C> + eps KL(pi | a x b) with eps = blur^p (its docstring; checked
-against POT in tests/test_entropic_ldp.py). We give it the paper's cost C(x, y) = ||x - y||_p^p
+against POT in tests/methods/test_entropic_ldp.py). We give it the paper's cost C(x, y) = ||x - y||_p^p
 explicitly (geomloss' default is ||x - y||^p / p with the Euclidean norm, which for p = 2 would
 halve the cost and for p = 1 use the wrong norm), so eps = lambda and blur = lambda^(1/p):
 the value returned *is* W_{p,lambda} with no rescaling. For the Gaussian rule this gives

@@ -19,7 +19,7 @@ debiased value is W(x, y) - W(x, x) / 2 - W(y, y) / 2, half of Eq. 2, hence
 which is what :func:`sinkhorn_divergence` returns (the paper's units; its gradient in the
 generated batch is Algorithm 1's grad of 2 W(X, Y) - W(X, X)). Units matter for DP-Sinkhorn
 only through the clipping bound C: the batch gradient is clipped to C before noise is added.
-(tests/test_dpsinkhorn.py checks the value against POT's log-domain Sinkhorn.) The
+(tests/methods/test_dpsinkhorn.py checks the value against POT's log-domain Sinkhorn.) The
 paper's authors used geomloss "with all other hyperparameters at their default values";
 they may have passed blur = eps directly (regularisation eps^2 on the halved cost), which the
 paper's text does not settle: ``geomloss_blur`` reports the mapping used here.
@@ -98,7 +98,7 @@ def sinkhorn_static(x: torch.Tensor, y: torch.Tensor, blur: float, *, diameter: 
     (symmetric log-domain updates averaged with the previous potentials, epsilon-scaling from
     diameter^2 to blur^2, the loop without autograd, and one last extrapolation through which the
     gradient flows via the cost matrices, each with its second argument detached), so at the same diameter the values agree to float rounding
-    (tests/test_dpsinkhorn.py). Returns geomloss' value (multiply by 4 for the paper's S, see
+    (tests/methods/test_dpsinkhorn.py). Returns geomloss' value (multiply by 4 for the paper's S, see
     :func:`sinkhorn_divergence`)."""
     eps_list = epsilon_schedule(diameter, blur, scaling)
     a_log = torch.full((x.shape[0],), -math.log(x.shape[0]), dtype=x.dtype, device=x.device)

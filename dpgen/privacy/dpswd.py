@@ -229,7 +229,7 @@ class StructuredFrame:
     Features", with the Hartley transform in place of Walsh-Hadamard so that any d works without
     padding). Every M_j is exactly orthogonal, so each block is an orthonormal set and
     U U^T <= ceil(k / d) I: the sensitivity is :func:`frame_bound`, as for Haar blocks. A column is
-    not exactly uniform on the sphere (its first moments are: tests/test_dpswd_frame.py), which
+    not exactly uniform on the sphere (its first moments are: tests/methods/test_dpswd_frame.py), which
     matters for the SWD estimate only, never for the privacy bound.
 
     Applying it costs O(n d log d) for n rows (``frame(rows)``) instead of the O(d k^2) draw plus

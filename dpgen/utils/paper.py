@@ -2,7 +2,7 @@
 
 They are facts from the papers, so they live inside the package: a bare clone and a
 ``pip install dpgen`` read them the same way (``importlib.resources``). ``../shared/paper-tables``
-beside a checkout holds the same files; ``tests/test_tables.py`` checks that they agree.
+beside a checkout holds the same files; ``tests/tables/test_tables.py`` checks that they agree.
 ``shared_dir()`` is the optional source of real data (``$DPGEN_SHARED`` or ``<repo>/../shared``).
 """
 

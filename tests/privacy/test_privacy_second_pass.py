@@ -19,7 +19,7 @@ import torch
 
 from dpgen.config import compose_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(*overrides):

@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from dpgen.config import register_configs, validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 register_configs()
 #: metrics fields that are timings or where the files went, not functions of the data
 _VOLATILE = {"wall_seconds", "eval_seconds", "train_seconds", "loop_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",

@@ -8,7 +8,7 @@ import pytest
 from dpgen.config import compose_config
 from dpgen.methods.registry import REGISTRY, DataInfo, build, method_class, methods_for, register, tasks_of
 
-CONF = Path(__file__).resolve().parents[1] / "dpgen" / "conf" / "method"
+CONF = Path(__file__).resolve().parents[2] / "dpgen" / "conf" / "method"
 
 
 def test_every_method_yaml_names_a_registered_class():

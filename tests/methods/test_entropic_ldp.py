@@ -30,7 +30,7 @@ from dpgen.methods.entropic_ldp import (
 )
 from dpgen.privacy.local import project_l1_ball, project_l2_ball
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 register_configs()
 
 

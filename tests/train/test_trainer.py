@@ -13,7 +13,7 @@ import torch
 from dpgen.config import compose_config
 from dpgen.methods.dpswd import bound_rows, compared_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(*overrides):

@@ -18,7 +18,7 @@ from dpgen.privacy.dpswd import (
     sensitivity_bound,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(*overrides):

@@ -15,7 +15,7 @@ from dpgen.methods.dpdann import DPDANN, OpacusGhostClip, OpacusPerSample, clip_
 from dpgen.models.da_nets import make_da_nets
 from dpgen.tasks.domain_adaptation import load_domains, train_domain_adaptation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 DA_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("da_*.yaml"))
 register_configs()

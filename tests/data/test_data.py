@@ -68,7 +68,7 @@ def test_unknown_option_and_split():
 
 def test_registry_matches_dataset_configs():
     confs = {p.stem: yaml.safe_load(p.read_text()) for p in (REPO_ROOT / "conf" / "dataset").glob("*.yaml")}
-    # domain-adaptation problems (da_*) pair two registered datasets: tests/test_domain_adaptation.py
+    # domain-adaptation problems (da_*) pair two registered datasets: tests/tasks/test_domain_adaptation.py
     problems = {k: v for k, v in confs.items() if k.startswith("da_")}
     confs = {k: v for k, v in confs.items() if k not in problems}
     assert set(confs) == set(DATASETS)
