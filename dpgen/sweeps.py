@@ -6,6 +6,7 @@ summary beside them. ``dpgen collect <sweep dir>`` rebuilds it from the folders 
 while a SLURM sweep still runs). A row per job: its folder, its overrides, its status (done, stopped by the
 budget, interrupted with a checkpoint, failed), the epsilon spent, the task's headline metrics, the wall
 time. Everything in it was already in the job's own files (``metrics.json``, ``accounting.json``).
+``<sweep>/by_overrides/<key=value,...>`` links each job folder under its swept values.
 """
 
 from __future__ import annotations
@@ -132,10 +133,32 @@ def write_summary(sweep_dir, rows: List[Dict[str, Any]]) -> Dict[str, Path]:
                 notes=[f"rebuilt from the job folders by `dpgen collect {sweep}`; a job that did not finish is "
                        "resumed by running the sweep's command again with the same hydra.sweep.dir"])
     files = {"csv": sweep / f"{SUMMARY}.csv", "md": sweep / f"{SUMMARY}.md"}
+    named = link_by_overrides(sweep, rows)
+    if named is not None:
+        files["by_overrides"] = named
     png = _plot(sweep, rows, metric_cols)
     if png is not None:
         files["png"] = png
     return files
+
+
+def link_by_overrides(sweep: Path, rows) -> Optional[Path]:
+    """``<sweep>/by_overrides/<key=value,...>`` -> ``../<job>``: each job folder under the values that were
+    swept (Hydra numbers the folders; a name with every override could exceed the file system's limit)."""
+    import os
+
+    swept = _swept(rows)
+    if not swept:
+        return None
+    folder = sweep / "by_overrides"
+    folder.mkdir(exist_ok=True)
+    for i, r in enumerate(rows):
+        name = ",".join(f"{k}={v[i]}" for k, v in swept.items()).replace("/", "_")[:200] or r["job"]
+        link = folder / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(os.path.join("..", r["job"]), link)
+    return folder
 
 
 def _plot(sweep: Path, rows, metric_cols) -> Optional[Path]:

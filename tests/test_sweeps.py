@@ -49,7 +49,7 @@ def _sweep(tmp_path, *overrides, timeout=300):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     sweeps = list((tmp_path / "multirun").iterdir())
     assert len(sweeps) == 1, sweeps
-    jobs = sorted(d for d in sweeps[0].iterdir() if d.is_dir() and not d.name.startswith("."))
+    jobs = sorted(d for d in sweeps[0].iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "by_overrides")
     assert [d.name for d in jobs] == ["0", "1"]
     results = []
     for d in jobs:
@@ -68,6 +68,9 @@ def _sweep(tmp_path, *overrides, timeout=300):
     assert "method.noise_multiplier=2.0" in rows[1]["overrides"]
     assert (sweeps[0] / "sweep_summary.md").is_file() and (sweeps[0] / "sweep_summary.png").is_file()
     assert "sweep summary:" in p.stdout
+    named = sweeps[0] / "by_overrides"  # each job folder under the swept value
+    assert (named / "method.noise_multiplier=2.0" / "accounting.json").is_file()
+    assert os.readlink(named / "method.noise_multiplier=1.0") == os.path.join("..", "0")
     return sweeps[0]
 
 
