@@ -26,7 +26,7 @@ comma := ,
 
 export MPLBACKEND := Agg
 
-.PHONY: help install run test test-slow test-slurm bench tables audit audit-run \
+.PHONY: help install run test test-slow test-slurm bench table tables audit audit-run \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
@@ -40,6 +40,7 @@ help:
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
+	@echo "table NAME=<module>       one driver of dpgen/tables/ by name, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
 	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD, DP-Sinkhorn dct + under-noised controls -> outputs/tables/privacy_audit_run.csv (~2 min; needs mnist10k)"
 	@echo "table-dpswd-noise         DP-SWD Table 4 (noise sigma) -> outputs/tables/dpswd_table4_noise.csv"
@@ -114,6 +115,11 @@ check-dpsinkhorn-privacy:
 
 tables:
 	$(PYTHON) scripts/tables.py
+
+# any table or figure driver by its module name (dpgen/tables/<NAME>.py), e.g. make table NAME=wdp_dl ARGS="--scale smoke"
+table:
+	@test -n "$(NAME)" || { echo "make table NAME=<module of dpgen/tables/> [ARGS=...]; the modules:"; ls dpgen/tables | grep -v '^_\|_common' | sed 's/\.py$$//'; exit 2; }
+	$(PYTHON) -m dpgen.tables.$(NAME) $(ARGS)
 
 table-dpswd-generation:
 	$(PYTHON) -m dpgen.tables.dpswd_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
