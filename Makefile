@@ -17,9 +17,9 @@ SCALE ?= smoke
 # where dataset files live (docs/DATA.md); empty: $$DPGEN_DATA_ROOT, else ./data
 DATA_ROOT ?=
 DATASETS ?= mnist,fashion_mnist
-# extra arguments of table-dpswd-da / fig-dpswd-eps, e.g. ARGS="--problems um --collect-only", and of
-# table-dpswd-generation, e.g. ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c", and of table-wdp-dl
-# (ARGS=--reuse-runs)
+# extra arguments of the training tables (one grid runner: dpgen/tables/grid.py; each takes --reuse false,
+# --collect-only, --runs), e.g. table-dpswd-da ARGS="--problems um --collect-only", table-dpswd-generation
+# ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c"
 ARGS ?=
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
 comma := ,
@@ -62,7 +62,7 @@ help:
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
-	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, ARGS=--reuse-runs: finished runs are read, interrupted ones resume)"
+	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, finished runs are read, interrupted ones resume, ARGS="--reuse false" trains again)"
 
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)

@@ -9,7 +9,7 @@
 import time
 
 from dpgen.privacy.accountants import epsilon_for
-from dpgen.privacy.dpswd import calibrate_dpswd_sigma
+from dpgen.privacy.projection import calibrate_dpswd_sigma
 from dpgen.tables.dpswd_noise import PAPER_DELTA_OVERRIDES, TABLE, parse_paper_row
 from dpgen.utils.paper import read_paper_table
 

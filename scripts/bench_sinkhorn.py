@@ -97,7 +97,7 @@ def bench_training(steps):
     from hydra.core.global_hydra import GlobalHydra
 
     from dpgen.data.images import write_idx
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
@@ -114,7 +114,7 @@ def bench_training(steps):
                 "experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", f"trainer.steps={steps}",
                 "trainer.progress=false", "task.eval_models=[]", "task.fid=false", "trainer.device=cpu",
                 f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"]))
-        m = train_generative(cfg, Path(tmp) / "run")
+        m = run_task(cfg, Path(tmp) / "run")
     # train_seconds includes loading the data and building the model: time per step from the steps alone
     sps = m["steps"] / m["train_seconds"]
     print(f"DP-Sinkhorn training on CPU: batch 50 (Poisson, q = 50/8000 on 8,000 random 28x28 images), DCGAN generator, "

@@ -126,7 +126,7 @@ def bench_sinkhorn(repeats, quick):
 
 
 def bench_frame(repeats):
-    from dpgen.privacy.dpswd import orthogonal_directions
+    from dpgen.privacy.projection import orthogonal_directions
 
     g = torch.Generator(device=DEV).manual_seed(0)
 
@@ -150,7 +150,7 @@ def bench_dpswd_mnist(repeats, steps):
 
     from dpgen.config import compose_config
     from dpgen.methods.dpswd import DPSWD
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     def method(kind):
         cfg = compose_config(["method=dpswd", "dataset=mnist", f"method.directions={kind}",
@@ -190,7 +190,7 @@ def bench_dpswd_mnist(repeats, steps):
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   f"trainer.device={DEV.type}", f"method.directions={kind}",
                                   f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
-            m = train_generative(cfg, Path(tmp) / f"run_{kind}")
+            m = run_task(cfg, Path(tmp) / f"run_{kind}")
             row[kind] = 1.0 / m["steps_per_second"]
     row["goal"] = 0.3
     rows.append(row)
@@ -204,7 +204,7 @@ def bench_eval(repeats, quick):
     import numpy as np
     import torch.nn.functional as F
 
-    from dpgen.eval.classifiers import CNN, MLP, fit_logreg, train_flops_per_sample
+    from dpgen.eval.downstream import CNN, MLP, fit_logreg, train_flops_per_sample
 
     n = 6000 if quick else 54000
     g = torch.Generator().manual_seed(0)
@@ -274,7 +274,7 @@ def bench_dpsinkhorn(steps):
     import tempfile
 
     from dpgen.config import compose_config
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     row = {"what": "DP-Sinkhorn training, batch 50 (Poisson), DCGAN 28 x 28, clip + noise + accountant",
            "unit": "steps/s"}
@@ -286,7 +286,7 @@ def bench_dpsinkhorn(steps):
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   "task.fid=false", f"trainer.device={DEV.type}", f"method.backend={backend}",
                                   f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
-            m = train_generative(cfg, Path(tmp) / f"run_{backend}")
+            m = run_task(cfg, Path(tmp) / f"run_{backend}")
             row[f"{backend}" + (" (dpgen)" if backend == "static" else " (geomloss)")] = m["steps_per_second"]
     row["note"] = "the training loop alone (the run's loop_seconds), second run of each"
     return [row]

@@ -100,10 +100,12 @@ def test_the_toy_table_of_extending_md_writes_one_run_folder_per_cell(tmp_path):
     files = _write_blocks(tmp_path)
     assert {"toy_tables/eps_sweep.py", "run_table.sh"} <= set(files)
     _bash("run_table.sh", tmp_path)
-    rows = list(csv.DictReader(open(tmp_path / "tables" / "eps_sweep.csv")))
-    assert [r["epsilon"] for r in rows] == ["3", "10"]
+    out = tmp_path / "out"
+    rows = list(csv.DictReader(open(out / "tables" / "eps_sweep.csv")))
+    assert [r["epsilon"] for r in rows] == ["3", "10"] and [r["runs"] for r in rows] == ["2", "2"]
     assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
     for r in rows:
-        assert float(r["epsilon_spent"]) <= float(r["epsilon"])
+        assert float(r["epsilon_spent"]) <= float(r["epsilon"]) and r["status"] == "ok"
     for eps in (3, 10):
-        assert (tmp_path / "tables" / f"eps{eps}" / "config.yaml").exists()
+        for seed in (0, 1):
+            assert (out / "runs" / "eps_sweep" / f"eps{eps}" / f"seed{seed}" / "config.yaml").exists()

@@ -65,9 +65,9 @@ def _finish(p: subprocess.Popen, timeout: float = 600) -> str:
 def _reference(tmp: Path, steps: int) -> dict:
     """The same settings run uninterrupted, here."""
     from dpgen.config import compose_config
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
-    return train_generative(compose_config([*RUN, f"trainer.steps={steps}"]), tmp / f"ref_{steps}")
+    return run_task(compose_config([*RUN, f"trainer.steps={steps}"]), tmp / f"ref_{steps}")
 
 
 def _squeue(name: str):

@@ -147,11 +147,11 @@ def test_run_folder_files_follow_the_umask_and_run_log_holds_the_run(run_cli):
 
 def test_a_resumed_runs_metrics_cover_the_whole_run(tmp_path):
     from dpgen.config import compose_config
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     args = [*QUICK, "trainer.log_every=10", "trainer.checkpoint_every=10"]
-    first = train_generative(compose_config([*args, "trainer.steps=20"]), tmp_path / "run")
-    m = train_generative(compose_config([*args, "resume=auto"]), tmp_path / "run")
+    first = run_task(compose_config([*args, "trainer.steps=20"]), tmp_path / "run")
+    m = run_task(compose_config([*args, "resume=auto"]), tmp_path / "run")
     assert m["attempts"] == 2 and m["steps"] == 40
     assert m["train_seconds"] > first["train_seconds"] and isinstance(m["steps_per_second"], float)
     assert isinstance(m["final_loss"], (float, str)) and m["final_loss"] == m["final_loss"]  # not NaN

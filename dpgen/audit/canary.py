@@ -356,7 +356,7 @@ def audit_dpsinkhorn(trials: int, seed: int, noise_scale: float = 1.0, progress:
 
     with _maybe(naive_clip, legacy_clip):
         s_in, s_out = side(real_in, "dpsinkhorn D"), side(real_out, "dpsinkhorn D'")
-    return Samples("DP-Sinkhorn image-gradient hook (dpgen/privacy/dpsinkhorn.py)",
+    return Samples("DP-Sinkhorn image-gradient hook (dpgen/privacy/image_gradient.py)",
                    _variant(f"C={m.mechanism.clip}, batch clip", noise_scale, nonfinite, naive_clip), ADD_REMOVE_POISSON,
                    noise_scale == 1.0 and not naive_clip, gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
                    float(m.mechanism.sensitivity), s_in, s_out)

@@ -12,7 +12,7 @@
 works without it.
 """
 
-from dpgen.eval.classifiers import (CNN, MLP, MODELS, accuracy, evaluate_downstream, flatten_results,
+from dpgen.eval.downstream import (CNN, MLP, MODELS, accuracy, evaluate_downstream, flatten_results,
                                     fit_logreg, holdout_split, train_torch_classifier)
 from dpgen.eval.fid import (FID_WEIGHTS_FILE, FID_WEIGHTS_URL, WEIGHTS_ENV, FIDUnavailable,
                             InceptionFeatures, activation_statistics, compute_activations,

@@ -72,7 +72,7 @@ def sliced_wasserstein(
     """Empirical SWD_p^p between samples ``x`` (n, d) and ``y`` (m, d); DP_sigma SWD when sigma > 0.
 
     ``projections``: a fixed (d, k) matrix of unit columns, or a callable mapping rows (n, d) to their
-    k projections (n, k), e.g. :class:`dpgen.privacy.dpswd.StructuredFrame` (else k = ``n_projections``
+    k projections (n, k), e.g. :class:`dpgen.privacy.projection.StructuredFrame` (else k = ``n_projections``
     fresh ones, drawn with ``generator``). ``noise_x`` / ``noise_y`` choose which side gets the N(0, sigma^2)
     noise (Algorithm 1 noises both). Unequal sample sizes compare quantile functions at
     max(n, m) levels. ``y_copies`` = c compares c independently noised copies of every row of y

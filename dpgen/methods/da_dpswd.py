@@ -20,7 +20,7 @@ private x_t, which the noise does not cover (reproduction only; said in the metr
 
 Privacy. sigma = noise_multiplier * sqrt(w(k, d, delta_bound)) with d the latent dimension and w the
 Bernstein bound of Lemma 2 (``method.bound``), calibrated by the privacy core
-(:func:`dpgen.privacy.dpswd.calibrate_dpswd_sigma`) for the run's steps at q = B / N_target, target
+(:func:`dpgen.privacy.projection.calibrate_dpswd_sigma`) for the run's steps at q = B / N_target, target
 batches drawn uniformly without replacement (the amplification autodp's accountant analyses).
 """
 
@@ -90,7 +90,7 @@ class DASWD(DAMethod):
                         noise_s: torch.Tensor = None, noise_t: torch.Tensor = None) -> torch.Tensor:
         if U is None:
             if self.frame:
-                from dpgen.privacy.dpswd import frame_directions
+                from dpgen.privacy.projection import frame_directions
 
                 U = frame_directions(zs.shape[1], self.k, self.rng, kind=self.directions, dtype=zs.dtype,
                                      device=zs.device)

@@ -8,7 +8,7 @@ Methods (``conf/method/<name>.yaml``):
 * ``dpsinkhorn`` — Algorithm 1. The real batch is Poisson-sampled with rate q = batch_size / N
   (``sampling = "poisson"``: the trainer skips an empty batch but accounts it). A backward hook
   on the generator output replaces the image gradient grad_X S by clip(grad_X S, C) +
-  N(0, (2 C sigma)^2 I) (dpgen.privacy.dpsinkhorn.ImageGradientMechanism, the whole batch
+  N(0, (2 C sigma)^2 I) (dpgen.privacy.image_gradient.ImageGradientMechanism, the whole batch
   gradient clipped as one vector): two real batches differing in one record give clipped
   gradients at most 2C apart, so each step is a Gaussian mechanism with noise multiplier sigma,
   composed by the Poisson-subsampled RDP accountant (autodp; opacus' RDP accountant reports the
@@ -57,7 +57,7 @@ import torch.nn as nn
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
-from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
+from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig

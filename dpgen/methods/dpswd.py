@@ -17,8 +17,8 @@ right labels and train downstream classifiers.
 
 Directions. ``bound=frame`` draws the k directions as stacked random orthonormal blocks
 (``method.directions``: ``structured``, dpgen's default, random signs and orthonormal Hartley transforms,
-O(d log d) per row, :class:`dpgen.privacy.dpswd.StructuredFrame`; or ``haar``, dense Haar blocks,
-:func:`dpgen.privacy.dpswd.orthogonal_directions`): each block is exactly orthonormal, so the
+O(d log d) per row, :class:`dpgen.privacy.projection.StructuredFrame`; or ``haar``, dense Haar blocks,
+:func:`dpgen.privacy.projection.orthogonal_directions`): each block is exactly orthonormal, so the
 sensitivity is exactly sqrt(ceil(k / d)) -- no delta spent on a probabilistic bound, and no
 Bernstein slack. The other bounds use i.i.d. directions as Algorithm 1.
 
@@ -53,7 +53,7 @@ from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_rows
-from dpgen.privacy.dpswd import DPSWDAccounting
+from dpgen.privacy.projection import DPSWDAccounting
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
@@ -349,7 +349,7 @@ class SWD(GenerativeMethod):
         r_real, r_fake = self.rows(real, y_real).detach(), self.rows(fake, y_fake)
         u = None
         if self.frame:  # stacked orthonormal blocks: the exact sensitivity of bound=frame
-            from dpgen.privacy.dpswd import frame_directions
+            from dpgen.privacy.projection import frame_directions
 
             u = frame_directions(r_real.shape[1], self.k, self.rng, kind=self.directions, dtype=r_real.dtype,
                                  device=r_real.device)

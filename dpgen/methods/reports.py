@@ -68,7 +68,7 @@ def _account_dpswd_method(cfg, steps: int, method_cls) -> Dict[str, Any]:
 
 
 def account_dpswd(cfg, method_cls) -> Dict[str, Any]:
-    from dpgen.privacy.dpswd import calibrate_dpswd_sigma
+    from dpgen.privacy.projection import calibrate_dpswd_sigma
 
     m, p, t = cfg.method, cfg.privacy, cfg.trainer
     n = cfg.dataset.n_train
@@ -115,7 +115,7 @@ def _per_step_bound_caveat(res: Dict[str, Any], m, d: int) -> List[str]:
     (method.union_bound=true) evaluates it at delta_bound / (q T) so it holds over the run."""
     import math
 
-    from dpgen.privacy.dpswd import sensitivity_bound
+    from dpgen.privacy.projection import sensitivity_bound
 
     if m.bound == "clt":
         res["guarantee_holds"] = False

@@ -4,7 +4,9 @@ The entropic-LDP paper's "wavelet denoising + WGAN" baseline trains it on a set 
 released by a local mechanism and denoised (post-processing), so it needs no mechanism of its own.
 Per step: ``n_critic`` critic updates (each on its own batch of real records, drawn with replacement
 by ``sample_batch``, and a fresh generated batch; Wasserstein loss + gradient penalty, its own Adam),
-then the generator's gradient of ``-critic(fake)``, which the loop's optimizer applies.
+then the generator's gradient of ``-critic(fake)``, which the loop's optimizer applies. Critic:
+:class:`Critic28`; generator ``dcgan28`` with a uniform latent; Adam (lr 1e-4, betas (0.5, 0.9)),
+n_critic = 5, penalty weight 10, as in the WGAN-GP paper.
 """
 
 from __future__ import annotations
@@ -13,12 +15,37 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 import torch
+import torch.nn as nn
 
-from dpgen.baselines.wgan_gp import Critic28, gradient_penalty
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import MethodConfig
+
+
+
+class Critic28(nn.Module):
+    """The critic for 28 x 28 images: DCGAN-style convolutions without batch norm (the gradient penalty is
+    per sample)."""
+
+    def __init__(self, channels: int = 1, width: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(channels, width, 4, 2, 1), nn.LeakyReLU(0.2),
+            nn.Conv2d(width, 2 * width, 4, 2, 1), nn.LeakyReLU(0.2),
+            nn.Flatten(), nn.Linear(2 * width * 7 * 7, 1))
+
+    def forward(self, x):
+        return self.net(x).flatten()
+
+
+def gradient_penalty(critic, real, fake, generator=None):
+    """Gulrajani et al.'s penalty: (||grad critic(mix)|| - 1)^2 at random mixes of real and fake, per sample."""
+    a = torch.rand(len(real), 1, 1, 1, generator=generator, device=real.device)
+    mix = (a * real + (1 - a) * fake).requires_grad_(True)
+    grad, = torch.autograd.grad(critic(mix).sum(), mix, create_graph=True)
+    return ((grad.flatten(1).norm(dim=1) - 1) ** 2).mean()
+
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
 

@@ -19,20 +19,23 @@ whose files are absent gives rows whose status says why. The paper's numbers
 (../shared/paper-tables/dpsinkhorn_*.csv) are printed beside ours, and a PNG compares them.
 
     python -m dpgen.tables.dpsinkhorn_tables mnist --scale smoke [--datasets mnist,fashion_mnist]
+        [--reuse false] [--collect-only]
+
+A finished run (its ``table_result.json``) is read instead of trained again; an interrupted one resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import table_scales
-from dpgen.config import compose_preset
-from dpgen.utils.io import outputs_dir, save_figure, write_table
+from dpgen.tables import table_notes
+from dpgen.tables.grid import Cell, add_grid_arguments, mean_std, run_cell
+from dpgen.utils.io import save_figure, write_table
 from dpgen.utils.paper import read_paper_table
 
 SCALES = table_scales("dpsinkhorn_tables")  # conf/scale/{smoke,cpu,paper}.yaml
@@ -99,14 +102,21 @@ def _load_generator(cfg, run_dir: Path):
     return gen, shape, device, len(ds), int(np.prod(shape))
 
 
-def run_preset(preset: str, overrides: Sequence[str], run_dir: Path, generations: int) -> Dict:
-    """Train one preset, evaluate ``generations`` synthetic sets; metrics mean / std and the run's facts."""
-    from dpgen.tasks.generation import train_generative
-    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
+#: a cell's table result beside its run (train + every generation's evaluation), read when the table runs again
+RESULT_FILE = "table_result.json"
 
-    cfg = compose_preset(preset, [*overrides, "trainer.progress=false"])
+
+def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
+    """Train ``cfg`` in ``run_dir`` (or resume it), evaluate ``generations`` synthetic sets of its generator;
+    metrics mean / std and the run's facts, also written to ``run_dir/table_result.json``."""
+    import json
+
+    from dpgen.tasks import run as run_config
+    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
+    from dpgen.utils.io import atomic_write_text
+
     t0 = time.time()
-    m = train_generative(cfg, run_dir)
+    m = run_config(cfg, run_dir)
     per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}
     fid_note = None
 
@@ -135,30 +145,32 @@ def run_preset(preset: str, overrides: Sequence[str], run_dir: Path, generations
            "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if m["privacy"].get("private")
            else "inf", "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
     for k, v in per_gen.items():
+        out[k], std = mean_std(v)
         if v:
-            out[k] = round(statistics.mean(v), 2)
-            out[f"{k}_std"] = round(statistics.stdev(v), 2) if len(v) > 1 else 0.0
+            out[f"{k}_std"] = std
+        else:
+            out.pop(k)
     if "fid" not in out:
         out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
+    out["wall_seconds"] = out["wall_s"]
+    atomic_write_text(Path(run_dir) / RESULT_FILE, json.dumps(out, indent=2))
     return out
 
 
 def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str], generations: Optional[int],
-              extra_overrides: Sequence[str] = ()) -> List[Dict]:
+              extra_overrides: Sequence[str] = (), reuse: bool = True, collect_only: bool = False) -> List[Dict]:
     sc = SCALES[scale]
     gens = generations or sc["generations"]
     rows = []
     for spec in specs:
         row = dict(spec["row"])
-        ov = [*sc["overrides"], *spec.get("overrides", []), *extra_overrides]
-        if data_root:
-            ov.append(f"dataset.data_root={data_root}")
-        run_dir = outputs_dir() / "runs" / sub / spec["run_name"]
-        try:
-            row.update(run_preset(spec["preset"], ov, run_dir, gens))
-            row["status"] = "ok"
-        except FileNotFoundError as e:
-            row["status"] = "skipped: " + " ".join(str(e).split())[:300]
+        cell = Cell(spec["run_name"], spec["preset"], f"{sub}/{spec['run_name']}",
+                    [*spec.get("overrides", []), *extra_overrides], seed_folders=False, set_seed=False)
+        res = run_cell(cell, common=sc["overrides"], data_root=data_root, reuse=reuse, collect_only=collect_only,
+                       runner=lambda cfg, out: evaluate_run(cfg, out, gens), result_file=RESULT_FILE)
+        if res.last:
+            row.update({k: v for k, v in res.last.items() if k != "wall_seconds"})
+        row["status"] = res.status
         rows.append(row)
         print(f"[dpgen] {spec['run_name']}: {row['status']} FID {row.get('fid')} (paper {row.get('fid_paper')}), "
               f"MLP {row.get('mlp')} (paper {row.get('mlp_paper')}), CNN {row.get('cnn')} "
@@ -196,7 +208,7 @@ TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_paper", "logreg", "log
 
 
 def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mnist"), data_root=None,
-           generations=None, extra_overrides: Sequence[str] = ()) -> List[Dict]:
+           generations=None, extra_overrides: Sequence[str] = (), **grid) -> List[Dict]:
     paper = {r["method"]: r for r in read_paper_table("dpsinkhorn_table1_mnist_fmnist")}
     specs = []
     for ds in datasets:
@@ -212,32 +224,13 @@ def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mn
                                   "eps": pr.get("eps", 1 if "privacy.epsilon=1" in row_ov else 10),
                                   **{f"{k}_paper": pr.get(f"{p}_{col}") for k, col in
                                      (("fid", "FID"), ("logreg", "LogReg"), ("mlp", "MLP"), ("cnn", "CNN"))}}})
-    rows = _run_rows(specs, scale, "dpsinkhorn_table1", data_root, generations, extra_overrides)
+    rows = _run_rows(specs, scale, "dpsinkhorn_table1", data_root, generations, extra_overrides, **grid)
     notes = [
         f"SCALE={scale}: {SCALES[scale]['overrides'] or 'the presets unchanged'} on top of "
         "conf/experiment/dpsinkhorn_{,param_,nonpriv_}<dataset>.yaml (DCGAN latent 12 + embedding 4, Adam 1e-5, "
         "betas (0.9, 0.999), weight decay 2e-5, entropy 0.05, alpha_c 15; private: Poisson batches of 50, "
         "sigma 1.1, C 0.5 (image) / 1 (param), run until epsilon = 10 at delta 1e-5; non-private: batch 500).",
-        "DP-Sinkhorn (param grad): DP-SGD, each record's parameter gradient clipped to C = 1 on its own, noise "
-        "C sigma; its loss is the record-separable lower bound of the entropic OT cost (the dual at f = 0: "
-        "mean_i -eps log mean_j exp(-c(x_j, y_i) / eps)), since the Sinkhorn divergence is not a sum over "
-        "records. It costs B backward passes per step (about 5 s/step at B = 50 with the DCGAN on one CPU thread, "
-        "against 0.5 s for the batch clip). '(param grad, batch clip)': the batch's grad_theta S (the paper's "
-        "loss) clipped to C as one vector, noise 2 C sigma (sensitivity 2C); both compare with the paper's "
-        "DP-Sinkhorn (param grad) row.",
-        "DP-MERF (baseline): not in the paper; the mean embedding in random features released once "
-        "(conf/experiment/dpmerf_<dataset>.yaml), at epsilon 10 and 1.",
-        "DP-Sinkhorn (dpgen: DCT barrier): not the paper's recipe; conf/variant/dpsinkhorn_dct.yaml on the "
-        "DP-Sinkhorn preset: the same mechanism, sigma, C, batch and accountant, the hook on the generator's "
-        "10 x 10 lowest-frequency DCT coefficients (model.generator=dct, a fixed inverse DCT after it), Adam "
-        "1e-4, no weight decay, weights averaged (EMA 0.999); chosen on USPS as a public proxy. Its epsilon-1 row "
-        "uses sigma 7.55, which keeps mnist10k's 59,976 steps (sigma 1.1 allows 2 steps at epsilon 1).",
-        "Paper columns: DP-Sinkhorn Table 1 (60,000 training images, 60k synthetic samples, 5 generations). "
-        "mnist10k rows compare with the MNIST column although only 8,000 images train them.",
-        "Accuracies: classifiers trained on synthetic samples (early stopping on a 10% holdout of the SYNTHETIC set), "
-        "tested once on the real test split. FID needs pytorch-fid Inception weights ($DPGEN_FID_WEIGHTS).",
-        "epsilon_spent: autodp's Poisson RDP accountant over the steps actually taken (opacus' RDP accountant "
-        "in each run's metrics.json as cross-check).",
+        *table_notes("dpsinkhorn_tables", "table1"),
     ]
     write_table("dpsinkhorn_table1", rows, TABLE1_COLUMNS,
                 title=f"DP-Sinkhorn Table 1 (MNIST / FashionMNIST), SCALE={scale}", notes=notes)
@@ -252,7 +245,7 @@ CELEBA_COLUMNS = ["method", "eps", "fid", "fid_paper", "mlp", "mlp_std", "mlp_pa
 
 
 def table_celeba(scale: str = "smoke", data_root=None, generations=None,
-                 extra_overrides: Sequence[str] = ()) -> List[Dict]:
+                 extra_overrides: Sequence[str] = (), **grid) -> List[Dict]:
     paper = {r["method"]: r for r in read_paper_table("dpsinkhorn_table2_3_celeba")}
     specs = []
     for method, preset in CELEBA_ROWS.items():
@@ -260,17 +253,12 @@ def table_celeba(scale: str = "smoke", data_root=None, generations=None,
         specs.append({"preset": preset, "run_name": preset,
                       "row": {"method": method, "eps": pr.get("eps"), "fid_paper": pr.get("FID"),
                               "mlp_paper": pr.get("MLP"), "cnn_paper": pr.get("CNN")}})
-    rows = _run_rows(specs, scale, "dpsinkhorn_table2_3", data_root, generations, extra_overrides)
+    rows = _run_rows(specs, scale, "dpsinkhorn_table2_3", data_root, generations, extra_overrides, **grid)
     notes = [
         f"SCALE={scale}: {SCALES[scale]['overrides'] or 'the presets unchanged'} on top of "
         "conf/experiment/dpsinkhorn_*celeba32*.yaml (entropy 5, sigma 0.8, batch 200, (10, 1e-6); "
         "BigGAN-style generator latent 32, or DCGAN latent 32 + embedding 4).",
-        "Adversarial DP-Sinkhorn: one feature extractor per fixed partition of batch-size records, one partition "
-        "drawn per step, accounted at q = 1 / num_partitions without replacement (appendix D.4); its extractors "
-        "are not private (only the generator is released).",
-        "The paper states 1.1M steps reach epsilon 10 at q = 0.00123; the Poisson RDP accountant gives epsilon > 16 "
-        "there (make check-dpsinkhorn-privacy): our private runs stop at epsilon 10.",
-        "Gender accuracy (%) of MLP / CNN trained on synthetic images, tested on the real CelebA test split.",
+        *table_notes("dpsinkhorn_tables", "celeba"),
     ]
     write_table("dpsinkhorn_table2_3", rows, CELEBA_COLUMNS,
                 title=f"DP-Sinkhorn Tables 2-3 (CelebA 32x32, gender), SCALE={scale}", notes=notes)
@@ -286,7 +274,7 @@ ABLATION_COLUMNS = ["table", "optimizer", "lr", "batch_size", "noise_scale", "fi
 
 
 def table_ablation(scale: str = "smoke", dataset: str = "mnist", data_root=None, generations=None,
-                   extra_overrides: Sequence[str] = (), tables: Sequence[str] = ("4", "5")) -> List[Dict]:
+                   extra_overrides: Sequence[str] = (), tables: Sequence[str] = ("4", "5"), **grid) -> List[Dict]:
     if dataset not in DATASET_PRESET:
         raise ValueError(f"--dataset: {dataset!r} is not one of {', '.join(DATASET_PRESET)}")
     specs = []
@@ -305,13 +293,12 @@ def table_ablation(scale: str = "smoke", dataset: str = "mnist", data_root=None,
                               "batch_size": int(r["batch_size"]), "noise_scale": float(r["noise_scale"]),
                               "fid_paper": r["FID"], "logreg_paper": r["LogReg"], "mlp_paper": r["MLP"],
                               "cnn_paper": r["CNN"]}})
-    rows = _run_rows(specs, scale, "dpsinkhorn_table4_5", data_root, generations, extra_overrides)
+    rows = _run_rows(specs, scale, "dpsinkhorn_table4_5", data_root, generations, extra_overrides, **grid)
     notes = [
         f"SCALE={scale}: {SCALES[scale]['overrides'] or 'the presets unchanged'} on top of "
         f"conf/experiment/dpsinkhorn_{DATASET_PRESET[dataset]}.yaml with each row's optimizer, lr, batch size and "
         "noise scale (the row's lr wins over the scale's). Every private run stops at epsilon = 10.",
-        "SGD and RMSProp run without momentum (the paper does not give one).",
-        "Paper rows with FID 491 and 360 did not converge (marked red in the paper).",
+        *table_notes("dpsinkhorn_tables", "ablation"),
     ]
     write_table("dpsinkhorn_table4_5", rows, ABLATION_COLUMNS,
                 title=f"DP-Sinkhorn Tables 4-5 (ablations on {dataset}), SCALE={scale}", notes=notes)
@@ -328,17 +315,18 @@ def main(argv=None):
     ap.add_argument("--datasets", default="mnist,fashion_mnist", help="Table 1 datasets (mnist, fashion_mnist, "
                     "mnist10k); the ablation uses the first")
     ap.add_argument("--generations", type=int, default=None)
-    ap.add_argument("--data-root", default=None)
+    add_grid_arguments(ap, runs=False)
     args = ap.parse_args(argv)
+    grid = {"reuse": args.reuse, "collect_only": args.collect_only}
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for d in datasets:
         if d not in DATASET_PRESET:
             ap.error(f"--datasets: {d!r} is not one of {', '.join(DATASET_PRESET)}")
     if args.table == "mnist":
-        return table1(args.scale, datasets, args.data_root, args.generations)
+        return table1(args.scale, datasets, args.data_root, args.generations, **grid)
     if args.table == "celeba":
-        return table_celeba(args.scale, args.data_root, args.generations)
-    return table_ablation(args.scale, datasets[0], args.data_root, args.generations)
+        return table_celeba(args.scale, args.data_root, args.generations, **grid)
+    return table_ablation(args.scale, datasets[0], args.data_root, args.generations, **grid)
 
 
 if __name__ == "__main__":

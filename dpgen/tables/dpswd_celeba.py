@@ -7,16 +7,17 @@ data or Inception weights are missing is written with the reason instead of a nu
 other rows still run. Writes outputs/tables/dpswd_celeba_fid.csv (+ .md) and a sample grid per
 method under outputs/runs/celeba/.
 
-    python -m dpgen.tables.dpswd_celeba --scale smoke|paper [--data-root DIR]
+    python -m dpgen.tables.dpswd_celeba --scale smoke|paper [--data-root DIR] [--reuse false] [--collect-only]
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 from dpgen.config import table_scales
-from dpgen.utils.io import outputs_dir, write_table
+from dpgen.tables import table_notes
+from dpgen.tables.grid import Cell, add_grid_arguments, run_cell
+from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
 COLUMNS = ["method", "fid", "fid_paper", "epsilon_spent", "sigma", "steps", "n_samples", "wall_s", "status"]
@@ -25,44 +26,35 @@ SCALES = table_scales("dpswd_celeba")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
 def main(argv=None):
-    from dpgen.config import compose_preset
-    from dpgen.tasks.generation import train_generative
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
-    ap.add_argument("--data-root", default=None)
     ap.add_argument("--n-samples", type=int, default=None, help="default 10,000 (paper) / 500 (smoke)")
+    add_grid_arguments(ap, runs=False)
     args = ap.parse_args(argv)
     n_samples = args.n_samples or (10000 if args.scale == "paper" else 500)
     paper = {r["method"]: float(r["FID"]) for r in read_paper_table("dpswd_celeba_fid")}
+    ov = [*SCALES[args.scale], "task.fid=true", f"task.fid_samples={n_samples}"]
     rows = []
     for method, preset in PRESETS.items():
         row = {"method": method, "fid_paper": paper.get(method), "n_samples": n_samples}
-        t0 = time.time()
-        try:
-            ov = [*SCALES[args.scale], "trainer.progress=false", "task.fid=true", f"task.fid_samples={n_samples}"]
-            if args.data_root:
-                ov.append(f"dataset.data_root={args.data_root}")
-            m = train_generative(compose_preset(preset, ov), outputs_dir() / "runs" / "celeba" / method)
+        res = run_cell(Cell(method, preset, f"celeba/{method}", ov, seed_folders=False, set_seed=False),
+                       data_root=args.data_root, reuse=args.reuse, collect_only=args.collect_only)
+        row["status"] = res.status
+        m = res.last
+        if m is not None:
             row.update(epsilon_spent=round(m["privacy"].get("epsilon_spent", 0.0), 4),
                        sigma=round(m["privacy"].get("sigma", 0.0), 4), steps=m["steps"])
             if m.get("fid") is not None:
                 row.update(fid=round(m["fid"], 2), status="ok")
             else:  # the other cells stay; say why FID is missing
                 row["status"] = "trained; FID missing: " + m.get("fid_missing", "unknown")[:300]
-        except FileNotFoundError as e:
-            row["status"] = "skipped: " + " ".join(str(e).split())[:300]
-        row["wall_s"] = round(time.time() - t0, 1)
+        row["wall_s"] = round(res.wall_s, 1)
         rows.append(row)
         print(f"[dpgen] {method}: {row['status']} FID {row.get('fid')} (paper {row['fid_paper']})", flush=True)
     notes = [
         f"SCALE={args.scale}; presets conf/experiment/{{swd,dpswd}}_celeba*.yaml (k=2000, (10, 1e-6), Adam 5e-4, "
         "batch 256, 100 epochs, Table 5 generator).",
-        "Paper: Figure 6's caption (58 / 97 / 149); the body text says 158 for DP-SWD-b.",
-        "Compared space: d = 8,192 as in section 6.3, but through a fixed data-independent contraction of the "
-        "12,288 pixels (subsampled randomized Hadamard transform; rows clipped to norm 1/2 first). The paper "
-        "compares in the feature space of Nguyen et al.'s discriminator, which is trained on the private data "
-        "and so is not covered by the analysis.",
+        *table_notes("dpswd_celeba"),
     ]
     write_table("dpswd_celeba_fid", rows, COLUMNS, title=f"DP-SWD CelebA FID, SCALE={args.scale}", notes=notes)
     return rows

@@ -22,15 +22,13 @@ outputs/figures/dpswd_fig3_da_epsilon.png (+ outputs/tables/dpswd_fig3_da_epsilo
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from dpgen.config import table_scales
-from dpgen.config import compose_preset
-from dpgen.utils.io import outputs_dir, write_table
+from dpgen.tables import table_notes
+from dpgen.tables.grid import Cell, add_grid_arguments, mean_std, run_cell
+from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
 TABLE = "dpswd_table1_domain_adaptation"
@@ -67,44 +65,29 @@ def paper_numbers() -> Dict[str, Dict[str, tuple]]:
     return out
 
 
-def run_dir(scale: str, problem: str, method: str, seed: int, tag: str = "") -> Path:
-    return outputs_dir() / "runs" / "dpswd_da" / scale / PROBLEMS[problem][0] / f"{method}{tag}" / f"seed{seed}"
-
-
-#: --collect-only: assemble from finished runs, run nothing
-COLLECT_ONLY = False
-
-
-def one_run(scale: str, problem: str, method: str, seed: int, extra: List[str] = (), data_root: Optional[str] = None,
-            reuse: bool = True, tag: str = "") -> Dict:
-    """metrics.json of one run (reused when it exists and finished; an interrupted run resumes from its
-    last checkpoint, privacy ledger included)."""
-    from dpgen.tasks.domain_adaptation import train_domain_adaptation
-
-    out = run_dir(scale, problem, method, seed, tag)
-    if reuse and (out / "metrics.json").exists():
-        return json.loads((out / "metrics.json").read_text())
+def cell(scale: str, problem: str, method: str, seeds, extra: List[str] = (), tag: str = "") -> Cell:
+    """The grid cell of one (problem, method): ``outputs/runs/dpswd_da/<scale>/<preset>/<method><tag>/seed<k>``."""
     spec = SCALES[scale]
     base, vextra = VARIANTS.get(method, (method, []))
     ov = [f"method={base}", *vextra, *spec["overrides"], *(spec["digits_overrides"] if problem in DIGITS else []),
-          *extra, f"seed={seed}", "trainer.progress=false", "resume=auto"]
-    if data_root:
-        ov.append(f"dataset.data_root={data_root}")
-    cfg = compose_preset(PROBLEMS[problem][0], ov)
-    if COLLECT_ONLY:  # say "skipped" (FileNotFoundError) when the data are absent, else "not run"
-        from dpgen.tasks.domain_adaptation import load_domains
+          *extra]
+    preset = PROBLEMS[problem][0]
+    return Cell(f"{problem} {method}{tag}", preset, f"dpswd_da/{scale}/{preset}/{method}{tag}", ov, list(seeds))
 
-        load_domains(cfg)
-        raise LookupError(f"{out} has no finished run")
-    return train_domain_adaptation(cfg, out)
+
+def run_dir(scale: str, problem: str, method: str, seed: int, tag: str = "") -> Path:
+    return cell(scale, problem, method, [seed], tag=tag).run_dir(seed)
 
 
 def run_table(scale: str, problems: List[str], methods: List[str], runs: Optional[int] = None,
-              data_root: Optional[str] = None, reuse: bool = True, seeds: Optional[List[int]] = None) -> List[Dict]:
+              data_root: Optional[str] = None, reuse: bool = True, seeds: Optional[List[int]] = None,
+              collect_only: bool = False) -> List[Dict]:
+    """One row per problem x method (a grid cell each), mean/std over the runs; a problem whose data are
+    absent is skipped for every method."""
     import torch
 
     torch.set_num_threads(1)
-    runs = runs or SCALES[scale]["runs"]
+    wanted = list(seeds if seeds is not None else range(runs or SCALES[scale]["runs"]))
     paper = paper_numbers()
     rows = []
     for prob in problems:
@@ -115,33 +98,17 @@ def run_table(scale: str, problems: List[str], methods: List[str], runs: Optiona
             pm = paper.get(name, {}).get(METHODS[PAPER_COLUMN.get(method, method)])
             if pm:
                 row["paper_mean"], row["paper_std"] = pm
-            accs, walls, m = [], [], None
+            m, res = None, None
             if skipped is None:
-                wanted = list(seeds if seeds is not None else range(runs))
-                missing = []
-                try:
-                    for seed in wanted:
-                        t0 = time.time()
-                        try:
-                            last = one_run(scale, prob, method, seed, data_root=data_root, reuse=reuse)
-                        except LookupError:  # --collect-only: this seed has not finished; count the others
-                            missing.append(seed)
-                            continue
-                        m = last
-                        accs.append(m["target_acc"])
-                        walls.append(m.get("wall_seconds", time.time() - t0))
-                    row["status"] = "ok" if not missing else (
-                        f"partial: {len(accs)} of {len(wanted)} runs finished (seeds {', '.join(map(str, missing))} "
-                        "not run yet)")
-                except FileNotFoundError as e:
-                    skipped = "skipped: " + " ".join(str(e).split())[:160] + " ..."
-            if skipped is not None:
-                row["status"] = skipped
-            row["runs"] = len(accs)
-            if accs:
-                row["acc_mean"] = round(statistics.mean(accs), 2)
-                row["acc_std"] = round(statistics.stdev(accs), 2) if len(accs) > 1 else 0.0
-                row["wall_s_per_run"] = round(statistics.mean(walls), 1)
+                res = run_cell(cell(scale, prob, method, wanted), data_root=data_root, reuse=reuse,
+                               collect_only=collect_only)
+                skipped = res.skipped
+                m = res.last
+            row["status"] = skipped or res.status
+            row["runs"] = len(res.runs) if res else 0
+            if res and res.runs:
+                row["acc_mean"], row["acc_std"] = mean_std(res.values(lambda r: r["target_acc"]))
+                row["wall_s_per_run"] = round(res.wall_s / len(res.runs), 1)
             if m is not None:
                 p = m["privacy"]
                 row.update(steps=m["steps"], epochs=m.get("epochs"), steps_per_s=m.get("steps_per_second"))
@@ -157,43 +124,7 @@ def run_table(scale: str, problems: List[str], methods: List[str], runs: Optiona
     return rows
 
 
-NOTES = [
-    "Protocol: public labelled source, private unlabelled target; accuracy of h(g(x)) on the whole target "
-    "set, whose labels are read only for that final evaluation (the paper's transductive protocol); "
-    "nothing is selected or stopped on it. Networks of appendix 8.5.2, Adam (lr 1e-3), Table 4's k, "
-    "batch size and epochs (unless the scale says otherwise), delta of Table 1's caption, epsilon = 10.",
-    "DP-SWD (dpgen default): each target representation row clipped to norm 1/2 on its own (Lemma 2 covers "
-    "it; Algorithm 2's batch-max normalisation does not, see the row_bound column and the "
-    "'DP-SWD (Alg. 2 as published)' rows: batch-max rows and the gradient through g(x_t)), sigma calibrated by the privacy core (Bernstein bound, d = the latent dimension, "
-    "autodp RDP without replacement for the steps run), and the gradient flows through the source side "
-    "only (method.target_grad=mechanism): the target enters each update only through the released noisy "
-    "projections. The guarantee covers the target data only.",
-    "Privacy relations: DP-SWD's epsilon is for replacing one target record (fixed-size batches drawn "
-    "without replacement); DP-DANN's for adding or removing one (Poisson sampling). The table compares them "
-    "at the same epsilon, as the paper does, though the two are not the same promise (a replacement is a "
-    "removal plus an addition, so an add/remove epsilon gives a replace-one guarantee at about twice it). The target accuracy is computed on the "
-    "private target set and its labels (the transductive protocol): it is NOT a private release. The "
-    "hyper-parameters are the paper's (appendix 8.5.2, Table 4); none was tuned here on the target.",
-    "SWD: the same pipeline without noise (the sliced Wasserstein distance between source and target "
-    "representations, as the paper's text says the approaches differ only in the distance), not Lee et "
-    "al.'s two-classifier discrepancy.",
-    "DP-DANN: DANN (gradient reversal, Ganin schedule) whose target term's per-sample gradients (feature "
-    "extractor + discriminator) are clipped to C = 1 and noised (DP-SGD, Poisson sampling at q = B/N, noise "
-    "multiplier calibrated by the privacy core, opacus RDP cross-check).",
-    "The sliced distances are multiplied by the latent dimension d (method.sliced_scale=dim: a projection on "
-    "a random unit direction carries ||z||^2 / d on average) and the digits extractor's sigmoid is centred "
-    "(minus 1/2, absorbed by the classifier's bias): without them SWD_2^2 between rows clipped to norm 1/2 "
-    "in 1,280 dimensions is ~1e-4 and the alignment term had no measurable effect (U-M, 2 epochs: SWD "
-    "39.70% vs source-only 39.66%).",
-    "wall_s_per_run and steps_per_s: means over the cell's runs, one thread per run, with other runs "
-    "sharing the machine's cores (on this 2-core CPU, 2 runs at a time: a paper-length U-M run, 7,900 "
-    "steps, took 9-15 min for DP-SWD, 10-17 for DANN, 11-19 for SWD, 20-22.5 for DP-DANN with opacus ghost "
-    "clipping; a paper-length M-U run, 5,700 steps, took 6-7.5, 7.5-9, 8.5-10 and 15-17.5; a run resumed from "
-    "a checkpoint counts only its own part); "
-    "`scripts/bench_da.py` times each method's step alone.",
-    "Digits: U-M = USPS train (7,291, resized to 20x20 and padded to 28x28: MNIST's framing) -> MNIST test (10,000); M-U = MNIST (the 10,000 "
-    "test images available here; the paper used 60,000) -> USPS train (7,291, framed the same way; the paper: 7,438).",
-]
+NOTES = table_notes("dpswd_da")
 
 
 def main_table(args) -> List[Dict]:
@@ -205,7 +136,8 @@ def main_table(args) -> List[Dict]:
     for m in methods:
         if m not in METHODS:
             raise SystemExit(f"--methods: {m!r} is not one of {', '.join(METHODS)}")
-    rows = run_table(args.scale, problems, methods, args.runs, args.data_root, args.reuse, args.seeds)
+    rows = run_table(args.scale, problems, methods, args.runs, args.data_root, args.reuse, args.seeds,
+                     args.collect_only)
     spec = SCALES[args.scale]
     notes = [f"SCALE={args.scale}: {spec['runs'] if not args.runs else args.runs} run(s) per cell; overrides "
              f"{spec['overrides']} (digits also {spec['digits_overrides']}) on top of conf/experiment/da_*.yaml.",
@@ -236,30 +168,21 @@ def main_figure(args) -> List[Dict]:
     for prob in problems:
         for eps in eps_list:
             row = {"problem": PROBLEMS[prob][1], "epsilon": eps}
-            accs = []
-            try:
-                for seed in range(runs):
-                    try:
-                        m = one_run(args.scale, prob, method, seed, extra=[f"privacy.epsilon={eps}"],
-                                    data_root=args.data_root, reuse=args.reuse,
-                                    tag="" if eps == 10.0 else f"_eps{eps:g}")  # epsilon 10: the table's runs
-                    except LookupError:
-                        continue
-                    accs.append(m["target_acc"])
-                    row["sigma"] = round(m["privacy"]["sigma"], 4)
-                    row["epsilon_spent"] = round(m["privacy"]["epsilon_spent"], 4)
-                row["status"] = "ok"
-            except FileNotFoundError as e:
-                row["status"] = "skipped: " + " ".join(str(e).split())[:300]
+            res = run_cell(cell(args.scale, prob, method, range(runs), [f"privacy.epsilon={eps}"],
+                                tag="" if eps == 10.0 else f"_eps{eps:g}"),  # epsilon 10: the table's runs
+                           data_root=args.data_root, reuse=args.reuse, collect_only=args.collect_only)
+            row["status"] = res.status
+            if res.skipped:
                 rows.append(row)
                 break
-            row["runs"] = len(accs)
-            if not accs:
-                row["status"] = "not run (--collect-only)"
+            row["runs"] = len(res.runs)
+            if not res.runs:
                 rows.append(row)
                 continue
-            row["acc_mean"] = round(statistics.mean(accs), 2)
-            row["acc_std"] = round(statistics.stdev(accs), 2) if len(accs) > 1 else 0.0
+            row["sigma"] = round(res.last["privacy"]["sigma"], 4)
+            row["epsilon_spent"] = round(res.last["privacy"]["epsilon_spent"], 4)
+            row["acc_mean"], row["acc_std"] = mean_std(res.values(lambda r: r["target_acc"]))
+            row["status"] = "ok"
             rows.append(row)
             print(f"[dpgen] fig3 {row['problem']} eps={eps}: {row['acc_mean']}", flush=True)
     fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -288,9 +211,7 @@ def main(argv=None):
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
     ap.add_argument("--problems", default=None, help=f"comma list of {', '.join(PROBLEMS)} (default: all)")
     ap.add_argument("--methods", default="dann,swd,dpdann,dpswd,dpswd_frame", help=f"comma list of {', '.join(METHODS)}")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--data-root", default=None)
-    ap.add_argument("--reuse", type=lambda s: s.lower() not in ("0", "false", "no"), default=True)
+    add_grid_arguments(ap)
     ap.add_argument("--figure", action="store_true", help="Figure 3 instead of Table 1")
     ap.add_argument("--figure-method", choices=["dpswd", "dpswd_frame"], default="dpswd",
                     help="Figure 3's DP-SWD: dpswd = the paper's Bernstein bound (writes " + FIGURE + "), "
@@ -300,10 +221,7 @@ def main(argv=None):
                     help="run these seeds only (e.g. 2 or 0,1): split one cell over processes")
     ap.add_argument("--epsilons", type=lambda v: [float(x) for x in v.split(",")], default=None,
                     help="Figure 3's epsilons (default per scale)")
-    ap.add_argument("--collect-only", action="store_true", help="assemble from finished runs; run nothing")
     args = ap.parse_args(argv)
-    global COLLECT_ONLY
-    COLLECT_ONLY = args.collect_only
     args.problems_set = args.problems is not None
     if args.problems is None:
         args.problems = ",".join(PROBLEMS)

@@ -7,7 +7,7 @@ std over generations (5 at SCALE=paper). Each run is the experiment preset
 listed as skipped with the reason.
 
     python -m dpgen.tables.dpswd_generation --scale smoke|paper [--datasets mnist,fashion_mnist]
-        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--reuse false]
+        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--reuse false] [--collect-only]
 
 Writes outputs/tables/dpswd_table2_generation[_<set>].csv (+ .md); runs under
 outputs/runs/table2/<scale>[_<set>]/<dataset>/<row>/seed<k>/. A finished run there (its metrics.json) is
@@ -18,15 +18,14 @@ paper-length table is assembled over several sessions by running the same comman
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import statistics
-import time
 from typing import Dict, List
 
 from dpgen.config import table_scales
 from dpgen.config import compose_preset
-from dpgen.utils.io import outputs_dir, write_table
+from dpgen.tables import table_notes
+from dpgen.tables.grid import Cell, add_grid_arguments, compose_cell, mean_std, run_cell
+from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
 COLUMNS = ["dataset", "method", "epsilon", "runs", "mlp_mean", "mlp_std", "mlp_paper", "logreg_mean",
@@ -75,8 +74,7 @@ def _slug(text: str) -> str:
 def run_folder(ds: str, method: str, seed: int, tag: str = ""):
     """outputs/runs/table2/[<tag>/]<dataset>/<row slug>/seed<k>: one folder per row and setting (two rows,
     or one row at two scales, never share one)."""
-    base = outputs_dir() / "runs" / "table2"
-    return (base / _slug(tag) if tag else base) / ds / _slug(method) / f"seed{seed}"
+    return _cell(ds, method, [], tag, [seed]).run_dir(seed)
 
 
 def applicable(preset: str, overrides: List[str]) -> List[str]:
@@ -85,56 +83,40 @@ def applicable(preset: str, overrides: List[str]) -> List[str]:
     return [o for o in overrides if not o.startswith("method.") or hasattr(method, o.split("=")[0].split(".")[1])]
 
 
-def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str = None,
-              variants: List[str] = None, extra_overrides: List[str] = (), reuse: bool = True) -> List[Dict]:
-    """One row per dataset x variant, mean/std over ``runs`` generations. ``extra_overrides`` apply to
-    every cell and name the run folders (``<scale>_<overrides>``); with ``reuse`` a finished run's
-    metrics.json is read instead of training it again."""
-    from dpgen.tasks.generation import train_generative
+def _cell(ds: str, method: str, scale_overrides: List[str], tag: str, seeds) -> Cell:
+    preset, extra = VARIANTS[method]
+    preset = preset.format(ds=PRESET_NAME[ds])
+    folder = "/".join(p for p in ("table2", _slug(tag) if tag else "", ds, _slug(method)) if p)
+    return Cell(f"{ds} {method}", preset, folder, [*applicable(preset, scale_overrides), *extra], seeds)
 
+
+def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str = None,
+              variants: List[str] = None, extra_overrides: List[str] = (), reuse: bool = True,
+              collect_only: bool = False) -> List[Dict]:
+    """One row per dataset x variant, mean/std over ``runs`` generations (the grid runner's cells).
+    ``extra_overrides`` apply to every cell and name the run folders (``<scale>_<overrides>``)."""
     spec = SCALES[scale]
-    runs = runs or spec["runs"]
+    seeds = range(runs or spec["runs"])
     tag = "_".join([scale, *extra_overrides])
     rows = []
     for ds in datasets:
         for method in variants or list(VARIANTS):
-            preset, extra = VARIANTS[method]
-            preset = preset.format(ds=PRESET_NAME[ds])
+            cell = _cell(ds, method, [*spec["overrides"], *extra_overrides], tag, seeds)
             paper = _paper(method, ds)
             row = {"dataset": ds, "method": method, "mlp_paper": paper["mlp"], "logreg_paper": paper["logreg"]}
-            accs = {"mlp": [], "logreg": []}
-            wall = 0.0
             try:
-                for seed in range(runs):
-                    ov = [*applicable(preset, [*spec["overrides"], *extra_overrides]), *extra, f"seed={seed}",
-                          "trainer.progress=false", "resume=auto"]
-                    if data_root:
-                        ov.append(f"dataset.data_root={data_root}")
-                    cfg = compose_preset(preset, ov)
-                    row["epsilon"] = cfg.privacy.epsilon if cfg.method.private else "inf"
-                    out = run_folder(ds, method, seed, tag)
-                    done = out / "metrics.json"
-                    if reuse and done.exists():
-                        m = json.loads(done.read_text())
-                        print(f"[dpgen] {ds} {method} seed {seed}: reusing the finished run in {out}", flush=True)
-                    else:
-                        t0 = time.time()
-                        m = train_generative(cfg, out)
-                        m.setdefault("wall_seconds", time.time() - t0)
-                    wall += float(m.get("wall_seconds") or 0.0)
-                    for k in accs:
-                        accs[k].append(m["downstream"][k]["test_acc"])
-                    row.update(epsilon_spent=round(m["privacy"].get("epsilon_spent", 0.0), 4),
-                               sigma=round(m["privacy"].get("sigma", 0.0), 4), steps=m["steps"])
-                row["status"] = "ok"
-            except FileNotFoundError as e:
-                row["status"] = "skipped: " + " ".join(str(e).split())[:300]
-            row["runs"] = len(accs["mlp"])
-            for k, v in accs.items():
-                if v:
-                    row[f"{k}_mean"] = round(statistics.mean(v), 2)
-                    row[f"{k}_std"] = round(statistics.stdev(v), 2) if len(v) > 1 else 0.0
-            row["wall_s"] = round(wall, 1)  # the runs' own wall times (also when reused)
+                cfg = compose_cell(cell, 0)
+                row["epsilon"] = cfg.privacy.epsilon if cfg.method.private else "inf"
+            except FileNotFoundError:
+                pass
+            res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only)
+            for k in ("mlp", "logreg"):
+                row[f"{k}_mean"], row[f"{k}_std"] = mean_std(res.values(lambda m: m["downstream"][k]["test_acc"]))
+            if res.last:
+                p = res.last["privacy"]
+                row.update(epsilon_spent=round(p.get("epsilon_spent", 0.0), 4), sigma=round(p.get("sigma", 0.0), 4),
+                           steps=res.last["steps"])
+            row.update(runs=len(res.runs), wall_s=round(res.wall_s, 1), status=res.status)
             rows.append(row)
             print(f"[dpgen] {ds} {method}: {row['status']}  MLP {row.get('mlp_mean')} (paper {paper['mlp']}), "
                   f"LogReg {row.get('logreg_mean')} (paper {paper['logreg']})", flush=True)
@@ -145,14 +127,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
     ap.add_argument("--datasets", default="mnist,fashion_mnist")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--data-root", default=None)
+    add_grid_arguments(ap)
     ap.add_argument("--rows", nargs="+", default=None, metavar="ROW",
                     help="rows by name or folder name (default: all): " + "; ".join(f"{v!r} ({_slug(v)})" for v in VARIANTS))
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="overrides for every cell, e.g. trainer.epochs=10 (shortened runs; they name the run folders)")
-    ap.add_argument("--reuse", type=lambda s: s.lower() not in ("0", "false", "no"), default=True,
-                    help="read finished runs' metrics.json instead of training again (default true)")
     args = ap.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for d in datasets:
@@ -170,26 +149,13 @@ def main(argv=None):
     for o in args.set:
         if "=" not in o:
             ap.error(f"--set: {o!r} is not KEY=VALUE (e.g. trainer.epochs=10)")
-    rows = run_table(args.scale, datasets, args.runs, args.data_root, variants, args.set, args.reuse)
+    rows = run_table(args.scale, datasets, args.runs, args.data_root, variants, args.set, args.reuse,
+                     args.collect_only)
     notes = [
         f"SCALE={args.scale}: {SCALES[args.scale]['overrides'] + list(args.set)} on top of the presets "
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "
         "Table 3 generator, (10, 1e-5)).",
-        "Paper columns: DP-SWD Table 2 (trained on 60,000 MNIST/FashionMNIST images, averaged over 5 "
-        "generations). mnist10k rows compare with the MNIST column although only 8,000 images train them.",
-        "Private rows are bounded to ||x|| <= 1/2 (per-row clip of pixels + one-hot label), as Lemma 2 "
-        "needs. The paper states no row bound; [0, 1] pixel rows have norms up to 28 on MNIST, so its noise "
-        "(calibrated for rows within 1 of each other) would not cover them. method.row_bound=none reproduces "
-        "that setting (and the run's metrics then say the guarantee does not hold).",
-        "DP-SWD-ch: dpgen's exact Chernoff bound on the sensitivity (rigorous like Bernstein, close to the "
-        "CLT value).",
-        "DP-MERF (baseline): dpgen's DP-MERF (the mean embedding in random features released once, "
-        "conf/experiment/dpmerf_<dataset>.yaml, at its own length), compared with the DP-MERF row the paper "
-        "quotes; at epsilon 10 and 1.",
-        "(rows unbounded): the private rows with method.row_bound=none, what the paper ran, compared with its "
-        "DP-SWD-c / DP-SWD-b numbers; their privacy reports say the guarantee does not hold.",
-        "Downstream classifiers never see the real test set before testing (early stopping on a 10% "
-        "holdout of the synthetic set).",
+        *table_notes("dpswd_generation"),
     ]
     name = "dpswd_table2_generation" + ("_" + _slug("_".join(args.set)) if args.set else "")  # one file per setting
     write_table(name, rows, COLUMNS,

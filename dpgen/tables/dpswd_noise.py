@@ -6,7 +6,7 @@ Columns: ``sigma_paper`` (published), ``sigma_ours`` (Eq. 6 and Proposition 2 as
 Bernstein/CLT bound at delta/2, RDP -> DP conversion at delta/2, ceil(N/B) steps per epoch) and
 ``sigma_paper_convention`` (the authors' conventions, which reproduce the published numbers:
 k counted twice in the Bernstein square root, bound at delta/2 but RDP conversion at delta,
-N//B + 1 steps per epoch, VisDA at delta = 1e-6; see :mod:`dpgen.privacy.dpswd`).
+N//B + 1 steps per epoch, VisDA at delta = 1e-6; see :mod:`dpgen.privacy.projection`).
 
 The 12 accountant calibrations (14 with ``--alternatives``) run on up to two worker processes.
 """
@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, List, Optional
 
 from dpgen.privacy.calibration import calibrate_noise_multiplier
-from dpgen.privacy.dpswd import (
+from dpgen.privacy.projection import (
     authors_steps,
     calibrate_dpswd_sigma,
     sensitivity_bound,

@@ -21,7 +21,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from dpgen.privacy.dpswd import (
+from dpgen.privacy.projection import (
     beta_variance,
     bernstein_bound,
     clt_bound,

@@ -8,6 +8,7 @@ also given as the attack-success probability ``1/(1+exp(-eps))``. The paper's ro
 (mnist10k and usps compare with the MNIST row). A dataset whose files are absent is listed as skipped.
 
     python -m dpgen.tables.wdp_dl --scale smoke|cpu|paper [--datasets mnist10k,usps] [--data-root DIR]
+        [--reuse false] [--collect-only]
 
 Writes outputs/tables/wdp_table2.csv (+ .md) and outputs/figures/wdp_table2_epsilons.png (the three
 epsilons against the epoch for the first dataset); runs under outputs/runs/wdp_dl/.
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Dict, List
 
 from dpgen.config import table_scales
-from dpgen.config import compose_preset
-from dpgen.utils.io import outputs_dir, write_table
+from dpgen.tables import table_notes
+from dpgen.tables.grid import Cell, add_grid_arguments, run_cells
+from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
 COLUMNS = ["dataset", "nonprivate_acc", "nonprivate_acc_paper", "private_acc", "private_acc_paper",
@@ -53,17 +54,10 @@ def _f(v, nd=4):
         return None
 
 
-def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int = 0,
-              reuse_runs: bool = False) -> List[Dict]:
-    from dpgen.tasks.classification import train_classifier
-
-    def train(cfg, out: Path):
-        """Train, or with ``reuse_runs`` read the finished run already in ``out`` (its metrics.json)."""
-        if reuse_runs and (out / "metrics.json").exists():
-            print(f"[dpgen] reusing {out / 'metrics.json'}")
-            return json.loads((out / "metrics.json").read_text())
-        return train_classifier(cfg, out)
-
+def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int = 0, reuse: bool = True,
+              collect_only: bool = False) -> List[Dict]:
+    """Per dataset two cells of the grid runner (non-private and private, one run each); a finished run is
+    read (``reuse``) and an interrupted one resumes from its checkpoint, ledger included."""
     spec = SCALES[scale]
     rows = []
     for ds in datasets:
@@ -74,17 +68,16 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
         for k in ("DP", "BDP", "WDP"):
             row[f"eps_{k}_paper"] = _f(paper.get(f"eps_{k}"))
             row[f"attack_{k}_paper"] = _f(paper.get(f"attack_{k}"))
-        t0 = time.time()
-        try:
-            # an interrupted run continues from its checkpoint (ledger included) when the table is run again
-            base = [*spec["overrides"], f"seed={seed}", "trainer.progress=false", "resume=auto"]
-            if data_root:
-                base.append(f"dataset.data_root={data_root}")
-            root = outputs_dir() / "runs" / "wdp_dl" / scale / ds
-            mp = train(compose_preset(f"wdp_dl_{PRESET[ds]}", [*base, "method.private=false"]),
-                                  root / "nonprivate")
-            row["nonprivate_acc"] = round(mp["test_acc"], 2)
-            m = train(compose_preset(f"wdp_dl_{PRESET[ds]}", base), root / "private")
+        folder = f"wdp_dl/{scale}/{ds}"
+        cells = [Cell(f"{ds} non-private", f"wdp_dl_{PRESET[ds]}", f"{folder}/nonprivate", ["method.private=false"],
+                      [seed], seed_folders=False),
+                 Cell(f"{ds} private", f"wdp_dl_{PRESET[ds]}", f"{folder}/private", [], [seed], seed_folders=False)]
+        nonpriv, priv = run_cells(cells, common=spec["overrides"], data_root=data_root, reuse=reuse,
+                                  collect_only=collect_only)
+        if nonpriv.last:
+            row["nonprivate_acc"] = round(nonpriv.last["test_acc"], 2)
+        if priv.last:
+            m = priv.last
             row["private_acc"] = round(m["test_acc"], 2)
             p = m["privacy"]
             for a, k in ACC_KEY.items():
@@ -96,12 +89,10 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
             ov = tm.get("overhead_vs_dpsgd_percent", {})
             row.update(sigma=round(p["noise_multiplier"], 4), steps=m["steps"], epochs=m["epochs"],
                        ms_per_step_dpsgd=tm.get("sgd"), overhead_bdp_pct=ov.get("bdp"),
-                       overhead_wdp_pct=ov.get("wdp"), status="ok")
-            row["_run"] = str(root / "private")
-            row["wall_s"] = round(mp["wall_seconds"] + m["wall_seconds"], 1)  # both runs (also when reused)
-        except FileNotFoundError as e:
-            row["status"] = "skipped: " + " ".join(str(e).split())[:300]
-        row.setdefault("wall_s", round(time.time() - t0, 1))
+                       overhead_wdp_pct=ov.get("wdp"))
+            row["_run"] = str(priv.cell.run_dir(seed))
+        row["status"] = priv.status if nonpriv.status == "ok" else nonpriv.status
+        row["wall_s"] = round(nonpriv.wall_s + priv.wall_s, 1)  # both runs (also when reused)
         rows.append(row)
         print(f"[dpgen] {ds}: {row['status'][:80]}  acc non-private {row.get('nonprivate_acc')} "
               f"(paper {row['nonprivate_acc_paper']}), private {row.get('private_acc')} "
@@ -143,16 +134,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
     ap.add_argument("--datasets", default=None, help="comma-separated (default: the scale's)")
-    ap.add_argument("--data-root", default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--reuse-runs", action="store_true",
-                    help="read finished runs under outputs/runs/wdp_dl/<scale>/ instead of training again")
+    add_grid_arguments(ap, runs=False)
+    ap.add_argument("--reuse-runs", action="store_true", help="the default now (kept for old commands)")
     args = ap.parse_args(argv)
     datasets = [d.strip() for d in (args.datasets or SCALES[args.scale]["datasets"]).split(",") if d.strip()]
     for d in datasets:
         if d not in PRESET:
             ap.error(f"--datasets: {d!r} is not one of {', '.join(PRESET)}")
-    rows = run_table(args.scale, datasets, args.data_root, args.seed, args.reuse_runs)
+    rows = run_table(args.scale, datasets, args.data_root, args.seed, args.reuse, args.collect_only)
     ok = [r for r in rows if r.get("status") == "ok"]
     if ok:
         epsilon_figure(Path(ok[0]["_run"]), ok[0]["dataset"], args.scale)
@@ -160,26 +150,7 @@ def main(argv=None):
         f"SCALE={args.scale}: {SCALES[args.scale]['overrides']} on top of conf/experiment/wdp_dl_<dataset>.yaml "
         "(Triastcyn & Faltings CNN with GroupNorm, Adam 1e-3, C = 1, Poisson batches, sigma calibrated so the "
         "moments accountant reaches the row's DP epsilon at delta 1e-5).",
-        "One private training per dataset, accounted at once by the moments (DP, delta 1e-5), Bayesian "
-        "(BDP, delta 1e-10, gamma 1e-16, Hoelder T = planned steps) and Wasserstein (WDP, delta 1e-10, "
-        "order 16, beta 32) accountants of dpgen.privacy; BDP/WDP use the 28 pairs of 8 clipped per-example "
-        "gradients drawn from each batch. attack_* = 1/(1+exp(-eps)).",
-        "The paper let each framework pick its own noise sigma (its text); here the three share one "
-        "training, so the columns answer: how much privacy does *this* training spend under each framework.",
-        "The Wasserstein accountant's per-step loss (Theorem 2) grows with the noise std sigma*C, so with "
-        "the sigma a meaningful DP guarantee needs, eps_WDP is far above the paper's; the WDP authors' code "
-        "uses sigma*C = 0.01 and leave-one-out batch-mean gradients (distances ~1/B of ours).",
-        "eps_BDP > eps_DP here, unlike the paper: DP's moments accountant uses add/remove neighbours "
-        "(sensitivity C), the Bayesian accountant the distance between two examples' clipped gradients, "
-        "which is ~1.0-1.4 C for this CNN (most per-example gradients are clipped to norm C and point in "
-        "different directions), at delta 1e-10 instead of 1e-5 and with the upper confidence bound of 28 "
-        "samples at confidence 1 - 1e-16. Triastcyn & Faltings' small BDP values come from their (non "
-        "per-example) clipping of batch-mean gradients, whose leave-one-out differences are ~1/B of ours.",
-        "ms_per_step_dpsgd: one DP-SGD step (the clipped per-example sum by method.per_sample, ghost clipping by default; noise, "
-        "Adam) on this shared 2-core CPU; overhead_*_pct: the pair distances plus that accountant's own "
-        "arithmetic per step, relative to it.",
-        "mnist10k / usps rows compare with the paper's MNIST row (8,000 / 7,291 training images, not 60,000).",
-        "Test accuracy is measured once after training (no model selection or early stopping on the test set).",
+        *table_notes("wdp_dl"),
     ]
     for r in rows:
         r.pop("_run", None)

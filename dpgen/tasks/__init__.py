@@ -2,7 +2,8 @@
 
 Each trainable task is a :class:`dpgen.train.loop.Task` (data, models, batches, evaluation,
 summary) run by the one loop; ``TASKS[name](cfg, output_dir=...)`` runs it in a run folder.
-``accounting`` trains nothing: it reports what a private method's settings spend; ``evaluate``
+``run(cfg, out)`` is the one way to run a config without printing its summary (the table drivers'
+way). ``accounting`` trains nothing: it reports what a private method's settings spend; ``evaluate``
 trains the downstream classifiers on a released synthetic set (``dpgen sample``).
 """
 
@@ -14,3 +15,14 @@ from dpgen.tasks.generation import GenerationTask
 
 TASKS = {"accounting": run_accounting, "evaluate": run_evaluate, **{t.name: t.run for t in (GenerationTask, ClassificationTask,
                                                                    DomainAdaptationTask)}}
+
+
+def run(cfg, output_dir):
+    """Run ``cfg``'s task in ``output_dir`` (fresh, or resumed as ``cfg.resume`` says) and return its metrics;
+    the trainable tasks through the one loop, without printing their summary."""
+    from dpgen.train.loop import fit
+
+    trainable = {t.name: t for t in (GenerationTask, ClassificationTask, DomainAdaptationTask)}
+    if cfg.task.name in trainable:
+        return fit(cfg, trainable[cfg.task.name](), output_dir)
+    return TASKS[cfg.task.name](cfg, output_dir=output_dir)

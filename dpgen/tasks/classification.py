@@ -110,12 +110,3 @@ class ClassificationTask(Task):
             print("  privacy: none (non-private baseline)")
         print(f"  ms per step: {m['timing_ms_per_step']}")
         print(f"  files: {out / 'metrics.json'}")
-
-
-def train_classifier(cfg, output_dir) -> Dict[str, Any]:
-    """``fit`` on the classification task in ``output_dir``: returns its metrics."""
-    from dpgen.train.loop import fit
-
-    return fit(cfg, ClassificationTask(), output_dir)
-
-

@@ -29,7 +29,6 @@ from dpgen.methods.da_base import DABatch
 from dpgen.train.loop import Task
 
 
-
 def _load_domain(cfg, which: str):
     from dpgen.data import load_dataset
 
@@ -154,10 +153,3 @@ class DomainAdaptationTask(Task):
         else:
             print("  privacy: none (non-private baseline)")
         print(f"  files: {out / 'metrics.json'}")
-
-
-def train_domain_adaptation(cfg, output_dir) -> Dict[str, Any]:
-    """``fit`` on the domain-adaptation task in ``output_dir``: returns its metrics."""
-    from dpgen.train.loop import fit
-
-    return fit(cfg, DomainAdaptationTask(), output_dir)

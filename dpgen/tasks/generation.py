@@ -100,7 +100,7 @@ class GenerationTask(Task):
     quick_overrides = "trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]"
 
     def evaluation_estimate(self, cfg):
-        from dpgen.eval.classifiers import estimate_seconds
+        from dpgen.eval.downstream import estimate_seconds
 
         models = list(cfg.task.eval_models or [])
         if not models:
@@ -269,10 +269,3 @@ def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:
                 "fid_real_images": n_real}
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
-
-
-def train_generative(cfg, output_dir) -> Dict[str, Any]:
-    """``fit`` on the generation task in ``output_dir``: returns its metrics."""
-    from dpgen.train.loop import fit
-
-    return fit(cfg, GenerationTask(), output_dir)

@@ -1,8 +1,9 @@
 """Training: the one loop (:func:`dpgen.train.loop.fit`) and what it is built from.
 
-``dpgen.tasks`` runs that loop on its tasks in a given folder: ``train_generative``,
-``train_classifier`` and ``train_domain_adaptation`` (one per task module). This package imports
-nothing from the tasks above it.
+``dpgen.tasks.run(cfg, output_dir)`` runs that loop on the config's task in a given folder (the one
+way to run a config: the table drivers and the tests use it; ``python run.py`` runs
+``dpgen.tasks.TASKS[name]``, the same loop followed by the printed summary). This package imports nothing
+from the tasks above it.
 """
 
 from dpgen.train.state import TrainingError

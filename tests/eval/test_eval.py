@@ -394,7 +394,7 @@ def test_w2_exact_and_gaussian():
 
 
 def test_the_cnn_dropout_keeps_each_unit_with_probability_one_minus_p():
-    from dpgen.eval.classifiers import Dropout
+    from dpgen.eval.downstream import Dropout
 
     torch.manual_seed(0)
     d = Dropout(0.5)

@@ -76,7 +76,7 @@ def test_epsilon_by_two_accountants():
 
 def test_training_reads_no_private_record_and_a_resume_releases_nothing_new(tmp_path, monkeypatch):
     from dpgen.config import ConfigError
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = compose_config(["method=dpmerf", "trainer.progress=false", "trainer.epochs=null", "trainer.steps=6",
                           "task.eval_models=[]", "trainer.log_every=3"])
@@ -84,7 +84,7 @@ def test_training_reads_no_private_record_and_a_resume_releases_nothing_new(tmp_
     orig = DPMERF.step
     monkeypatch.setattr(DPMERF, "step", lambda self, models, batch: seen.append(batch.real) or orig(self, models,
                                                                                                     batch))
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert seen and all(r is None for r in seen)  # the loop handed the method no private record
     priv = m["privacy"]
     assert priv["epsilon_spent"] <= 10 and priv["depends_on_steps"] is False and priv["training_steps"] == 6
@@ -95,14 +95,14 @@ def test_training_reads_no_private_record_and_a_resume_releases_nothing_new(tmp_
     # resume with more steps: the same release, the same epsilon
     cfg2 = compose_config(["method=dpmerf", "trainer.progress=false", "trainer.epochs=null", "trainer.steps=9",
                            "task.eval_models=[]", "resume=true"])
-    m2 = train_generative(cfg2, tmp_path)
+    m2 = run_task(cfg2, tmp_path)
     assert m2["privacy"]["epsilon_spent"] == pytest.approx(priv["epsilon_spent"])
     assert json.loads((tmp_path / "checkpoints" / "ledger.json").read_text())["steps"] == 1
     # resume with another release's settings: refused, nothing released twice
     cfg3 = compose_config(["method=dpmerf", "method.n_features=200", "trainer.progress=false", "trainer.epochs=null",
                            "trainer.steps=12", "task.eval_models=[]", "resume=true"])
     with pytest.raises((ValueError, ConfigError), match="changed privacy settings.*n_features"):
-        train_generative(cfg3, tmp_path)
+        run_task(cfg3, tmp_path)
 
 
 def test_accounting_task_reports_the_release(tmp_path):

@@ -111,7 +111,7 @@ def _core_epsilons(trace, z, c, q, total_steps, delta, bdp_delta, order, beta):
 
 
 def test_three_accountants_match_the_core_on_a_training_trace(tmp_path, monkeypatch, fake_data_root):
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
     from tests.test_config import _compose  # the same composition as the CLI
 
     from dpgen.config import validate
@@ -129,7 +129,7 @@ def test_three_accountants_match_the_core_on_a_training_trace(tmp_path, monkeypa
                              "trainer.steps=5", "trainer.batch_size=20", "trainer.progress=false",
                              "method.noise_multiplier=0.9", "method.pair_examples=5", "privacy.epsilon=50",
                              "trainer.checkpoint_every=2"]))
-    m = train_classifier(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] == 5 and len(trace) == 5
     assert all(d is not None and d.shape == (10,) for d in trace)  # 5 examples -> 10 pairs per step
     assert all(np.all(d <= 2 * cfg.method.clip + 1e-6) for d in trace)  # clipped gradients: d <= 2C
@@ -161,7 +161,7 @@ def test_accountant_state_survives_resume(tmp_path, monkeypatch, fake_data_root)
     """A run killed after step 3 (checkpoint at 2) resumes at 2 and ends with exactly 6 steps in every ledger."""
     from dpgen.config import validate
     from dpgen.privacy.accountants import epsilon_for
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
     from tests.test_config import _compose
 
     ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
@@ -181,13 +181,13 @@ def test_accountant_state_survives_resume(tmp_path, monkeypatch, fake_data_root)
 
     monkeypatch.setattr(DPSGD, "account", dying)
     with pytest.raises(Killed):
-        train_classifier(validate(_compose(ov)), tmp_path)
+        run_task(validate(_compose(ov)), tmp_path)
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["step"] == 2
     assert set(state["method"]["accountants"]) == {"moments", "bdp", "wdp"}
     assert all(_steps(s) == 2 for s in state["method"]["accountants"].values())
     monkeypatch.setattr(DPSGD, "account", orig)
-    m = train_classifier(validate(_compose([*ov, "resume=true"])), tmp_path)
+    m = run_task(validate(_compose([*ov, "resume=true"])), tmp_path)
     assert m["steps"] == 6 and m["privacy"]["steps_accounted"] == 6
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert all(_steps(s) == 6 for s in state["method"]["accountants"].values())
@@ -200,7 +200,7 @@ def test_accountant_state_survives_resume(tmp_path, monkeypatch, fake_data_root)
 def test_budget_stop_with_fixed_noise(tmp_path, fake_data_root):
     from dpgen.config import validate
     from dpgen.privacy.accountants import epsilon_for
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
     from tests.test_config import _compose
 
     q = 20 / 1000  # fake MNIST: 1,000 training images, batch 20
@@ -208,24 +208,24 @@ def test_budget_stop_with_fixed_noise(tmp_path, fake_data_root):
     ov = ["task=classification", "method=dpsgd", "dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000",
           "trainer.steps=50", "trainer.batch_size=20", "trainer.progress=false", "method.noise_multiplier=1.0",
           "method.accountants=[moments]"]
-    m = train_classifier(validate(_compose([*ov, f"privacy.epsilon={budget}"])), tmp_path)
+    m = run_task(validate(_compose([*ov, f"privacy.epsilon={budget}"])), tmp_path)
     assert m["privacy"]["sample_rate"] == pytest.approx(q)
     assert m["steps"] == 4 and m["privacy"]["steps_accounted"] == 4  # the 5th step would exceed the budget
     assert m["privacy"]["epsilon_spent"] <= budget
     assert m["stop_reason"].startswith("privacy budget")
     with pytest.raises(ValueError, match="not even one step"):
-        train_classifier(validate(_compose([*ov, "privacy.epsilon=0.01"])), tmp_path / "b")
+        run_task(validate(_compose([*ov, "privacy.epsilon=0.01"])), tmp_path / "b")
 
 
 def test_nonprivate_baseline_runs(tmp_path, fake_data_root):
     from dpgen.config import validate
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
     from tests.test_config import _compose
 
     cfg = validate(_compose(["task=classification", "method=dpsgd", "method.private=false", "dataset=mnist",
                              f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.steps=3", "trainer.batch_size=50",
                              "trainer.progress=false"]))
-    m = train_classifier(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] == 3 and not m["privacy"]["private"] and 0 <= m["test_acc"] <= 100
 
 
@@ -268,13 +268,13 @@ def test_bad_arguments_are_named():
 def test_run_with_batch_of_one_and_pairwise_accountants_is_refused(fake_data_root, tmp_path):
     """run.py turns this ValueError into 'dpgen: error: ...' (exit 2), as for every bad value."""
     from dpgen.config import validate
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
     from tests.test_config import _compose
 
     cfg = validate(_compose(["task=classification", "method=dpsgd", "dataset=mnist",
                              f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.batch_size=1", "trainer.steps=1"]))
     with pytest.raises(ValueError, match=r"trainer\.batch_size=1 is invalid .*a batch of 1 has no pair"):
-        train_classifier(cfg, tmp_path)
+        run_task(cfg, tmp_path)
 
 
 @pytest.mark.slow  # ~10 s unloaded (two short trainings + a figure); the presets themselves run in test_config
@@ -314,7 +314,7 @@ def test_classification_loop_takes_every_logger_and_ema(tmp_path, fake_data_root
     from hydra.core.global_hydra import GlobalHydra
 
     from dpgen.config import CONFIG_DIR, validate
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     pytest.importorskip(logger)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -324,7 +324,7 @@ def test_classification_loop_takes_every_logger_and_ema(tmp_path, fake_data_root
             "task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
             f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.epochs=null", "trainer.steps=4", "trainer.batch_size=32",
             "trainer.log_every=2", "trainer.progress=false", f"logger={logger}", "trainer.ema=0.5"]))
-    m = train_classifier(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["ema"] == 0.5 and "ema" in torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     if logger == "csv":
         rows = (tmp_path / "metrics.csv").read_text().splitlines()

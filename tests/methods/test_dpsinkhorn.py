@@ -469,7 +469,7 @@ def _train_cfg(tmp_path, fake_data_root, overrides):
 
 
 def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, monkeypatch):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     calls = {"n": 0}
     orig = DPSinkhorn.sample_batch
@@ -480,7 +480,7 @@ def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, 
 
     monkeypatch.setattr(DPSinkhorn, "sample_batch", every_other_empty)
     cfg = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=6"])
-    m = train_generative(cfg, tmp_path / "run")
+    m = run_task(cfg, tmp_path / "run")
     assert m["steps"] == 6 and m["privacy"]["private_steps"] == 6
     from dpgen.privacy.accountants import epsilon_for
 
@@ -489,19 +489,19 @@ def test_empty_poisson_batch_is_skipped_but_accounted(tmp_path, fake_data_root, 
 
 def test_budget_reached_mid_epoch_stops_cleanly_and_saves(tmp_path, fake_data_root):
     from dpgen.privacy.accountants import epsilon_for
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     q = 4 / 1000
     budget = (epsilon_for(1.1, q, 3, 1e-5, "poisson") + epsilon_for(1.1, q, 4, 1e-5, "poisson")) / 2
     cfg = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=8", f"privacy.epsilon={budget}"])
-    m = train_generative(cfg, tmp_path / "run")
+    m = run_task(cfg, tmp_path / "run")
     assert m["steps"] == 3 and "privacy budget" in m["stop_reason"]
     assert m["privacy"]["epsilon_spent"] <= budget
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)
     assert state["step"] == 3 and state["method"]["accountant"] is not None
     # resume: the ledger continues, never under-counts; nothing is left to do within the budget
     cfg2 = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=8", f"privacy.epsilon={budget}", "resume=true"])
-    m2 = train_generative(cfg2, tmp_path / "run")
+    m2 = run_task(cfg2, tmp_path / "run")
     assert m2["steps"] == 3 and m2["privacy"]["private_steps"] == 3
 
 

@@ -10,7 +10,7 @@ import torch
 
 from dpgen.config import ConfigError, compose_config
 from dpgen.methods.dpswd import bound_rows, compared_rows
-from dpgen.privacy.dpswd import (
+from dpgen.privacy.projection import (
     calibrate_dpswd_sigma,
     dpswd_epsilon,
     frame_bound,
@@ -60,7 +60,7 @@ def test_torch_frames_are_haar_like_the_sign_fixed_qr_of_a_gaussian():
     """The torch path draws the Householder reflectors directly (no QR): its blocks must follow the
     Haar law on O(n). Diaconis-Shahshahani: E tr Q = 0 and E (tr Q)^2 = E tr(Q^2) = 1 for n >= 2; the
     QR of a Gaussian matrix without the sign fix has E tr Q = -1/2 at n = 3, which this test catches."""
-    from dpgen.privacy.dpswd import haar_columns
+    from dpgen.privacy.projection import haar_columns
 
     g = torch.Generator().manual_seed(3)
     n, reps = 3, 20000
@@ -111,10 +111,10 @@ def test_tensor_rows_put_pixels_in_their_class_block():
 
 
 def test_default_run_uses_frame_tensor_rows_and_reports_them(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]")
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     p = m["privacy"]
     assert p["bound"] == "frame" and p["delta_bound"] == 0.0
     assert p["label_mode"] == "tensor" and p["compare_dim"] == 64 * 10
@@ -143,10 +143,10 @@ def test_fake_copies_leave_the_private_release_unchanged(monkeypatch):
 
 
 def test_ema_is_checkpointed_and_bad_values_are_named(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]", "trainer.ema=0.9")
-    train_generative(cfg, tmp_path)
+    run_task(cfg, tmp_path)
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["ema"] is not None
     ema_w = next(iter(state["ema"].values()))
@@ -209,11 +209,11 @@ def test_dp_mean_calibration_keeps_the_total_within_budget():
 
 def test_tensorboard_logger_writes_events(tmp_path):
     pytest.importorskip("tensorboard")
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=2", "trainer.log_every=1", "task.eval_models=[]",
                "logger=tensorboard", "method.center=none")
-    train_generative(cfg, tmp_path)
+    run_task(cfg, tmp_path)
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
 
@@ -221,7 +221,7 @@ def test_tensorboard_logger_writes_events(tmp_path):
 
 @pytest.mark.parametrize("d,k", [(10, 10), (10, 25), (64, 1000), (640, 640), (100, 7), (7840, 30)])
 def test_structured_frame_is_orthonormal_blocks_with_the_frame_sensitivity(d, k):
-    from dpgen.privacy.dpswd import StructuredFrame
+    from dpgen.privacy.projection import StructuredFrame
 
     g = torch.Generator().manual_seed(d * 1000 + k)
     f = StructuredFrame.draw(d, k, g)
@@ -249,7 +249,7 @@ def test_structured_frame_is_orthonormal_blocks_with_the_frame_sensitivity(d, k)
 def _fourth_moment_ratios(d, rounds, reps, seed=0):
     """E (z.u)^4 over the frame's columns, divided by the uniform law's 3 / (d (d + 2)), for sparse, dense,
     random and block (tensor-label-like) unit z; and E (z.u)^2 d (the uniform law: 1)."""
-    from dpgen.privacy.dpswd import StructuredFrame
+    from dpgen.privacy.projection import StructuredFrame
 
     g = torch.Generator().manual_seed(seed)
     e1 = torch.eye(d, dtype=torch.float64)[0]
@@ -282,7 +282,7 @@ def test_structured_directions_have_the_moments_of_uniform_directions(d):
 
 def test_dpswd_uses_structured_frames_by_default_and_haar_on_request():
     from dpgen.methods.dpswd import DPSWD
-    from dpgen.privacy.dpswd import StructuredFrame
+    from dpgen.privacy.projection import StructuredFrame
 
     for kind in ("structured", "haar"):
         cfg = _cfg("method=dpswd", f"method.directions={kind}", "method.k=50")
@@ -297,5 +297,5 @@ def test_dpswd_uses_structured_frames_by_default_and_haar_on_request():
     assert compose_config(["method=dpswd"]).method.directions == "structured"
     with pytest.raises(ConfigError, match="method.directions"):
         compose_config(["method=dpswd", "method.directions=hadamard"])
-    assert isinstance(__import__("dpgen.privacy.dpswd", fromlist=["x"]).frame_directions(8, 3, torch.Generator()),
+    assert isinstance(__import__("dpgen.privacy.projection", fromlist=["x"]).frame_directions(8, 3, torch.Generator()),
                       StructuredFrame)

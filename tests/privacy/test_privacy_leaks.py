@@ -141,14 +141,14 @@ def _patch_method(cls, attr, wrap):
 def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, generator):
     """Finding 1: the clean Sinkhorn divergence was logged (842.5 on D, 844.8 on D'). ``dct``: the hook on
     the DCT coefficients (the release replayed there), nothing else differs either."""
-    from dpgen.privacy.dpsinkhorn import ImageGradientMechanism
-    from dpgen.tasks.generation import train_generative
+    from dpgen.privacy.image_gradient import ImageGradientMechanism
+    from dpgen.tasks import run as run_task
 
     if logger == "tensorboard":
         pytest.importorskip("tensorboard")
     cfg = _cfg("method=dpsinkhorn", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=40", "dataset.n_train=40",
                "trainer.log_every=1", f"logger={logger}", f"model.generator={generator}", "model.dct_size=4")
-    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 40, _patch_method(
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 40, _patch_method(
         ImageGradientMechanism, "privatize", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
     rec = json.loads((tmp_path / "D" / "metrics.jsonl").read_text().splitlines()[0])
     assert "loss" not in rec and json.loads((tmp_path / "D" / "metrics.json").read_text())["final_loss"].startswith(
@@ -156,20 +156,20 @@ def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, gener
 
 
 def test_dpsinkhorn_param_publishes_no_clean_loss(tmp_path, monkeypatch):
-    from dpgen.privacy.dpsinkhorn import PerSampleGradientMechanism
-    from dpgen.tasks.generation import train_generative
+    from dpgen.privacy.image_gradient import PerSampleGradientMechanism
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("method=dpsinkhorn_param", "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=20",
                "dataset.n_train=20",
                "trainer.log_every=1", "model.generator=mlp")
-    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 20, _patch_method(
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 20, _patch_method(
         PerSampleGradientMechanism, "privatize_sum", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
 
 
 def test_dpsgd_publishes_no_clean_loss(tmp_path, monkeypatch, fake_data_root):
     """Finding 1 for DP-SGD: the clean batch cross-entropy was logged."""
     from dpgen.methods.dpsgd import DPSGD
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     def wrap(rep, orig, self, model, *a, **k):
         out = orig(self, model, *a, **k)
@@ -181,7 +181,7 @@ def test_dpsgd_publishes_no_clean_loss(tmp_path, monkeypatch, fake_data_root):
     cfg = _cfg("task=classification", "method=dpsgd", "method.accountants=[moments]", "dataset=mnist",
                f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "dataset.n_train=30",
                "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1", "logger=csv")
-    _assert_same_artefacts(tmp_path, monkeypatch, train_classifier, cfg, 30,
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 30,
                            _patch_method(DPSGD, "private_gradient", wrap))
 
 
@@ -208,18 +208,18 @@ def _dpswd_release_patch(monkeypatch, rep):
 def test_dpswd_with_dp_mean_writes_nothing_beyond_the_release(tmp_path, monkeypatch):
     """Findings 1 (DP-SWD's loss is post-processing: kept) and 7 (the exact count of rows clipped
     for the DP mean was published)."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=30", "trainer.log_every=1",
                "logger=csv", "method.k=50", "method.fake_copies=1")
-    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 30, _dpswd_release_patch)
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 30, _dpswd_release_patch)
     assert "loss" in json.loads((tmp_path / "D" / "metrics.jsonl").read_text().splitlines()[0])
 
 
 def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkeypatch):
     """Finding 6: the release cache stored a SHA-256 of the whole clean dataset."""
     import dpgen.methods.entropic_ldp as ldp
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     def patch(monkeypatch, rep):
         orig = ldp.privatise
@@ -227,7 +227,7 @@ def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkey
 
     cfg = _cfg("method=entropic_ldp", "dataset=gaussians", "trainer.epochs=null", "trainer.steps=2",
                "trainer.batch_size=20", "trainer.log_every=1")
-    _assert_same_artefacts(tmp_path, monkeypatch, train_generative, cfg, 40, patch)
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 40, patch)
     assert (tmp_path / "D" / ldp.CACHE_NAME).exists()
 
 
@@ -236,11 +236,11 @@ def test_entropic_ldp_cache_holds_no_function_of_the_clean_data(tmp_path, monkey
 
 def test_resume_with_more_steps_keeps_the_noise_and_the_budget(tmp_path):
     """Finding 2: steps=20 then steps=40 resume=true spent epsilon 9.98 then 12.07 of 10."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
-    m1 = train_generative(_cfg("trainer.epochs=null", "trainer.steps=20"), tmp_path)
+    m1 = run_task(_cfg("trainer.epochs=null", "trainer.steps=20"), tmp_path)
     c1 = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["method"]["center"]
-    m2 = train_generative(_cfg("trainer.epochs=null", "trainer.steps=40", "resume=true"), tmp_path)
+    m2 = run_task(_cfg("trainer.epochs=null", "trainer.steps=40", "resume=true"), tmp_path)
     p1, p2 = m1["privacy"], m2["privacy"]
     assert p2["sigma"] == p1["sigma"]  # the released noise level is kept
     assert p2["epsilon_spent"] <= p2["epsilon_budget"]
@@ -258,11 +258,11 @@ def test_resume_with_more_steps_keeps_the_noise_and_the_budget(tmp_path):
     ("trainer.batch_size=50", "trainer.batch_size"),
 ])
 def test_resume_with_changed_privacy_settings_is_refused(tmp_path, changed, named):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
-    train_generative(_cfg("trainer.epochs=null", "trainer.steps=4"), tmp_path)
+    run_task(_cfg("trainer.epochs=null", "trainer.steps=4"), tmp_path)
     with pytest.raises(ValueError, match=f"changed privacy settings.*{named}"):
-        train_generative(_cfg("trainer.epochs=null", "trainer.steps=8", "resume=true", changed), tmp_path)
+        run_task(_cfg("trainer.epochs=null", "trainer.steps=8", "resume=true", changed), tmp_path)
 
 
 @pytest.mark.parametrize("task,method,logger", [("generation", "dpswd", "csv"), ("generation", "dpswd", "tensorboard"),
@@ -271,10 +271,7 @@ def test_crash_after_a_published_step_is_charged_on_resume(tmp_path, monkeypatch
                                                            logger):
     """Finding 4: a crash at step 16 with the last checkpoint at 10 and a log line at 15 was resumed
     with a ledger of 10: steps 11-15 were published (csv logger) but never charged."""
-    from dpgen.tasks.classification import train_classifier
-    from dpgen.tasks.generation import train_generative
-
-    train = train_generative if task == "generation" else train_classifier
+    from dpgen.tasks import run as train
     args = [f"task={task}", f"method={method}", "trainer.epochs=null", "trainer.steps=20", "trainer.log_every=5",
             "trainer.checkpoint_every=10", f"logger={logger}"]
     if logger == "tensorboard":
@@ -412,7 +409,7 @@ def test_dp_mean_report_holds_no_count_of_clipped_rows():
 
 def test_clt_runs_are_reported_approximate_and_rigorous_bounds_get_a_union_bound():
     """Finding 5: the CLT bound is below the exact quantile; Bernstein/Chernoff had no union over steps."""
-    from dpgen.privacy.dpswd import sensitivity_bound, squared_sensitivity_quantile
+    from dpgen.privacy.projection import sensitivity_bound, squared_sensitivity_quantile
 
     # the CLT value is below the exact (saddlepoint) quantile at the paper's k, d: not a bound
     assert sensitivity_bound(1000, 794, 5e-6, bound="clt") < squared_sensitivity_quantile(1000, 794, 5e-6)
@@ -460,13 +457,13 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
 def test_resume_of_a_fixed_noise_run_asking_many_more_steps_stops_at_the_budget(tmp_path):
     """DP-Sinkhorn's noise is fixed; its first run fits the budget ("max_steps None"). A resume asking
     for far more steps must still stop where the ledger's budget ends."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     args = ["method=dpsinkhorn", "model.generator=mlp", "privacy.epsilon=2", "trainer.epochs=null",
             "trainer.batch_size=50", "trainer.log_every=1000"]
-    m1 = train_generative(_cfg(*args, "trainer.steps=2"), tmp_path)
+    m1 = run_task(_cfg(*args, "trainer.steps=2"), tmp_path)
     assert m1["privacy"]["epsilon_spent"] < 2 and m1["steps"] == 2
-    m2 = train_generative(_cfg(*args, "trainer.steps=200", "resume=true"), tmp_path)
+    m2 = run_task(_cfg(*args, "trainer.steps=200", "resume=true"), tmp_path)
     p = m2["privacy"]
     assert p["epsilon_spent"] <= 2.0 and m2["stop_reason"].startswith("privacy budget")
     assert m2["steps"] == 20  # what the budget allows at z = 1.1, q = 50 / 1437 (3.60 was spent before the fix)

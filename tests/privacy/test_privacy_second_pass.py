@@ -28,9 +28,9 @@ def _cfg(*overrides):
 
 
 def _digits_fit(out, *overrides):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
-    return train_generative(_cfg("trainer.epochs=null", *overrides), out)
+    return run_task(_cfg("trainer.epochs=null", *overrides), out)
 
 
 # ---- 1. full batch ---------------------------------------------------------------------------------------------
@@ -132,16 +132,16 @@ def test_a_run_killed_before_its_first_checkpoint_keeps_its_ledger(tmp_path, mon
     and no checkpoint until 100; resume=auto. Every mechanism step whose output metrics.csv holds is in the
     final ledger (a1b9f60: the ledger restarted from 0 and metrics.csv held 8 + 12 steps for a ledger of 12)."""
     from dpgen.methods.dpsgd import DPSGD
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     args = [*CLASSIFY, "trainer.epochs=null",
             "trainer.steps=12", "trainer.batch_size=64", "trainer.log_every=4", "trainer.checkpoint_every=100",
             "logger=csv", "resume=auto", "privacy.epsilon=3"]
     undo = _kill_at_call(monkeypatch, DPSGD, 9)
     with pytest.raises(Killed):
-        train_classifier(compose_config(["trainer.progress=false", *args]), tmp_path)
+        run_task(compose_config(["trainer.progress=false", *args]), tmp_path)
     undo()
-    m = train_classifier(compose_config(["trainer.progress=false", *args]), tmp_path)
+    m = run_task(compose_config(["trainer.progress=false", *args]), tmp_path)
     attempts = _csv_attempts(tmp_path / "metrics.csv")
     assert attempts[0] == [4, 8]
     published = attempts[0][-1] + sum(a[-1] for a in attempts[1:])  # the second attempt resumed from step 0
@@ -178,11 +178,11 @@ def test_a_fresh_start_removes_what_the_earlier_run_published(tmp_path):
 
 def test_every_task_writes_a_checkpoint_before_its_first_step(tmp_path, monkeypatch):
     from dpgen.methods.dpsgd import DPSGD
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     undo = _kill_at_call(monkeypatch, DPSGD, 1)
     with pytest.raises(Killed):
-        train_classifier(compose_config(["trainer.progress=false", *CLASSIFY, "trainer.steps=5"]), tmp_path)
+        run_task(compose_config(["trainer.progress=false", *CLASSIFY, "trainer.steps=5"]), tmp_path)
     undo()
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["step"] == 0
 
@@ -207,13 +207,13 @@ def digits_with_canaries(data_root, split, download, *, n: int = 300, bad: str =
 def test_dpsgd_completes_with_a_non_finite_record(tmp_path, bad):
     """DP-SGD at epsilon 3 with one record of pixels 1e30 / inf / NaN in every batch (B = N, q = 1): the run
     completes and its release stays finite (a1b9f60: "the released gradient is not finite at step 1")."""
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     cfg = compose_config(["trainer.progress=false", "task=classification", "method=dpsgd",
                           "method.accountants=[moments]", "privacy.epsilon=3", "trainer.steps=3",
                           "trainer.batch_size=301", f"dataset.loader={__name__}.digits_with_canaries",
                           f"+dataset.options.bad={bad}", "dataset.n_train=301"])
-    m = train_classifier(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] == 3 and m["stop_reason"] == "completed"
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert all(torch.isfinite(v).all() for v in state["models"].values() if v.is_floating_point())
@@ -259,7 +259,7 @@ def test_dpswd_rows_and_dp_mean_and_dpmerf_features_bound_non_finite_records():
 
 
 def test_dpsinkhorn_release_stays_finite_with_a_non_finite_record():
-    from dpgen.privacy.dpsinkhorn import ImageGradientMechanism, PerSampleGradientMechanism
+    from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 
     g = torch.randn(3, 5)
     g[1, 1] = float("nan")
@@ -391,13 +391,13 @@ def test_label_errors_print_no_private_labels(tmp_path, monkeypatch):
 
 def test_classification_refuses_a_missing_class_count(tmp_path):
     """The output size was max(y) + 1 of the private labels when dataset.num_classes was 0."""
-    from dpgen.tasks.classification import train_classifier
+    from dpgen.tasks import run as run_task
 
     cfg = compose_config(["trainer.progress=false", "task=classification", "method=dpsgd", "trainer.steps=1",
                           "dataset.num_classes=0", f"dataset.loader={__name__}.no_class_count",
                           "dataset.n_train=50"])
     with pytest.raises(ValueError, match="dataset.num_classes"):
-        train_classifier(cfg, tmp_path)
+        run_task(cfg, tmp_path)
 
 
 def no_class_count(data_root, split, download):
@@ -420,11 +420,11 @@ def test_the_embedded_default_was_picked_on_a_public_proxy(tmp_path):
     """Issue 25: ``python run.py`` (DP-Sinkhorn, DCT barrier) has settings picked on dataset=usps8, so its report
     carries no selection caveat; the proxy is USPS, not digits."""
     from dpgen.config import compose_config
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = compose_config(["trainer.progress=false", "task.eval_models=[]", "trainer.steps=2"])
     assert cfg.method.name == "dpsinkhorn" and cfg.model.generator == "dct" and cfg.privacy.selected_on_private is None
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["privacy"].get("settings_selected_on_private_data") is None
     assert "digits' test split" not in str(m["privacy"].get("not_covered", ""))
     proxy = compose_config(["dataset=usps8"]).dataset

@@ -87,7 +87,7 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
 def test_dpswd_generation_table_reuses_finished_runs(outputs_tmp, fake_data_root, monkeypatch):
     """A table assembled over several sessions: finished cells are read, not trained again; cells with
     other --set overrides get their own folders; the unbounded rows compare with the paper's rows."""
-    import dpgen.tasks.generation
+    import dpgen.tasks
     from dpgen.tables import dpswd_generation
 
     first = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
@@ -95,7 +95,7 @@ def test_dpswd_generation_table_reuses_finished_runs(outputs_tmp, fake_data_root
     def no_training(cfg, out):
         raise AssertionError(f"trained again in {out}")
 
-    monkeypatch.setattr(dpgen.tasks.generation, "train_generative", no_training)
+    monkeypatch.setattr(dpgen.tasks, "run", no_training)
     again = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
     assert again[0]["mlp_mean"] == first[0]["mlp_mean"] and again[0]["wall_s"] == first[0]["wall_s"] > 0
     with pytest.raises(AssertionError, match="trained again"):

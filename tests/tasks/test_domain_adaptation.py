@@ -13,7 +13,8 @@ from dpgen.config import register_configs, validate
 from dpgen.methods.da_dpswd import DADPSWD, bound_representation
 from dpgen.methods.dpdann import DPDANN, OpacusGhostClip, OpacusPerSample, clip_per_sample, per_sample_grads
 from dpgen.models.da_nets import make_da_nets
-from dpgen.tasks.domain_adaptation import load_domains, train_domain_adaptation
+from dpgen.tasks import run as run_task
+from dpgen.tasks.domain_adaptation import load_domains
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -120,7 +121,7 @@ def test_non_problem_dataset_is_refused():
 @pytest.mark.parametrize("experiment", DA_EXPERIMENTS)
 def test_every_problem_preset_runs_one_step(experiment, da_root, tmp_path):
     cfg = _da_cfg(experiment, da_root, "method.bound=bernstein")  # Table 1's bound
-    m = train_domain_adaptation(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] == 1 and 0.0 <= m["target_acc"] <= 100.0
     saved = json.loads((tmp_path / "metrics.json").read_text())
     p = saved["privacy"]
@@ -132,15 +133,15 @@ def test_every_problem_preset_runs_one_step(experiment, da_root, tmp_path):
 
 @pytest.mark.parametrize("method", ["swd", "dann", "dpdann"])
 def test_every_method_runs_one_step(method, da_root, tmp_path):
-    m = train_domain_adaptation(_da_cfg("da_um", da_root, f"method={method}"), tmp_path)
+    m = run_task(_da_cfg("da_um", da_root, f"method={method}"), tmp_path)
     assert m["steps"] == 1 and m["method"] == method
     if method == "dpdann":
         assert m["privacy"]["epsilon_spent"] <= 10.0 and m["privacy"]["epsilon_cross_check"]["opacus_rdp"] > 0
 
 
 def test_resume_keeps_the_ledger(da_root, tmp_path):
-    train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
-    m = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=3", "resume=true"), tmp_path)
+    run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
+    m = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=3", "resume=true"), tmp_path)
     ck = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert ck["step"] == 3 and m["privacy"]["private_steps"] == 3  # nothing re-run, nothing forgotten
     assert ck["method"]["accountant"]["history"][0]["num_steps"] == 3
@@ -148,26 +149,26 @@ def test_resume_keeps_the_ledger(da_root, tmp_path):
 
 def test_resume_with_more_steps_keeps_the_noise_and_the_budget(da_root, tmp_path):
     """Audit finding 2 in the DA loop: a resume re-calibrated the noise for the new steps."""
-    m1 = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
-    m2 = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true"), tmp_path)
+    m1 = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
+    m2 = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true"), tmp_path)
     assert m2["privacy"]["sigma"] == m1["privacy"]["sigma"]
     assert m2["privacy"]["private_steps"] == m2["steps"] == 3 and m2["stop_reason"].startswith("privacy budget")
     with pytest.raises(ValueError, match="changed privacy settings.*method.target_grad"):
-        train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true",
+        run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true",
                                         "method.target_grad=through"), tmp_path)
 
 
 @pytest.mark.parametrize("method,relation", [("dpswd", "replace one"), ("dpdann", "add/remove")])
 def test_da_privacy_report_names_relation_and_that_target_accuracy_is_not_private(da_root, tmp_path, method,
                                                                                    relation):
-    m = train_domain_adaptation(_da_cfg("da_um", da_root, f"method={method}"), tmp_path)
+    m = run_task(_da_cfg("da_um", da_root, f"method={method}"), tmp_path)
     assert relation in m["privacy"]["neighbouring_relation"]
     assert "NOT private" in m["privacy"]["not_covered"] and "NOT private" in m["evaluation"]
 
 
 def test_budget_stops_the_run(da_root, tmp_path):
     # fixed noise far too small for 50 steps: the run stops before exceeding epsilon
-    m = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=50", "method.noise_multiplier=0.6"),
+    m = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=50", "method.noise_multiplier=0.6"),
                                 tmp_path)
     assert m["steps"] < 50 and m["stop_reason"].startswith("privacy budget")
     assert m["privacy"]["epsilon_spent"] <= 10.0
@@ -241,7 +242,7 @@ def test_dpswd_row_bound_is_per_row_unlike_batch_max():
 
 
 def test_dpswd_sigma_is_the_privacy_core_calibration():
-    from dpgen.privacy.dpswd import calibrate_dpswd_sigma
+    from dpgen.privacy.projection import calibrate_dpswd_sigma
 
     cfg, g, h, method = _dpswd()
     ref = calibrate_dpswd_sigma(epsilon=10.0, delta=1e-5, k=200, d=1280, n=100, batch_size=8, steps=10)
@@ -315,7 +316,7 @@ def test_dpdann_noise_std_is_z_times_clip():
 def test_dpswd_frame_bound_draws_orthonormal_directions(da_root, tmp_path):
     """bound=frame's exact sensitivity needs orthonormal-block directions: the DA method draws them."""
     cfg = _da_cfg("da_office31_dw", da_root, "method.bound=frame")
-    m = train_domain_adaptation(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["privacy"]["bound"] == "frame" and m["privacy"]["directions"].startswith("stacked")
     g, h, _, d = make_da_nets("auto", (2048,), 31)
     method = DADPSWD(cfg, d, 31, n_target=40, steps=1, batch_size=8)
@@ -359,8 +360,7 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
     # a table's run folder says what ran, like python run.py's (the one loop writes it)
     assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "config.yaml").exists()
     # --collect-only: seed 1 never ran; seed 0 is counted, seed 1 named as missing, nothing is trained
-    monkeypatch.setattr(T, "COLLECT_ONLY", True)
-    (row,) = T.run_table("smoke", ["um"], ["dpswd"], data_root=str(da_root), seeds=[1, 0])
+    (row,) = T.run_table("smoke", ["um"], ["dpswd"], data_root=str(da_root), seeds=[1, 0], collect_only=True)
     assert row["runs"] == 1 and row["acc_mean"] == dpswd["acc_mean"]
     assert row["status"].startswith("partial: 1 of 2") and "seeds 1 not run" in row["status"]
     assert not (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed1" / "metrics.json").exists()
@@ -386,7 +386,7 @@ def test_da_figure_for_the_frame_bound_writes_its_own_files(da_root, outputs_tmp
 def test_da_loop_takes_every_logger_and_ema(da_root, tmp_path, logger, monkeypatch):
     pytest.importorskip(logger)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    m = train_domain_adaptation(_da_cfg("da_office31_dw", da_root, "trainer.steps=4", "trainer.log_every=2",
+    m = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=4", "trainer.log_every=2",
                                         f"logger={logger}", "trainer.ema=0.5"), tmp_path)
     assert m["ema"] == 0.5 and m["steps"] == 4
     ck = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)

@@ -87,7 +87,7 @@ def test_a_dpswd_step_on_cuda_does_not_synchronise():
     """The DP-SWD loss (projections, noise, sort, backward) on the GPU under sync debug mode "error". The
     frame draw (cuSOLVER's orgqr) is made before: whether it synchronises is not checked here."""
     from dpgen.losses.sliced import sliced_wasserstein
-    from dpgen.privacy.dpswd import orthogonal_directions
+    from dpgen.privacy.projection import orthogonal_directions
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.rand(100, 640, device="cuda")

@@ -48,10 +48,10 @@ def test_generation_estimates_its_evaluation_from_the_protocol():
 
 
 def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     monkeypatch.setattr(loop, "LONG_RUN_S", 0.0)
     cfg = compose_config(["trainer.progress=false", "trainer.epochs=null", "trainer.steps=25", "task.eval_models=[]"])
-    train_generative(cfg, tmp_path / "run")
+    run_task(cfg, tmp_path / "run")
     out = capsys.readouterr()
     assert "[dpgen] this run will take about" in out.out + out.err

@@ -9,7 +9,8 @@ import signal
 import pytest
 
 from dpgen.config import compose_config
-from dpgen.tasks.generation import GenerationTask, train_generative
+from dpgen.tasks import run as run_task
+from dpgen.tasks.generation import GenerationTask
 from dpgen.train.signals import EXIT_REQUEUE
 
 ARGS = ["trainer.progress=false", "trainer.epochs=null", "trainer.steps=12", "task.eval_models=[]",
@@ -28,7 +29,7 @@ def _signal_at(monkeypatch, at_step, signum=signal.SIGUSR2):
 
 
 def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_path, monkeypatch):
-    ref = train_generative(compose_config(ARGS), tmp_path / "ref")
+    ref = run_task(compose_config(ARGS), tmp_path / "ref")
     calls = []
 
     class Requeued(Exception):
@@ -42,7 +43,7 @@ def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_
     try:
         _signal_at(monkeypatch, 5)
         with pytest.raises(Requeued):
-            train_generative(compose_config(ARGS), tmp_path / "run")
+            run_task(compose_config(ARGS), tmp_path / "run")
         assert calls == [signal.SIGUSR2]
         assert signal.getsignal(signal.SIGUSR2) is submitit_handler  # restored
     finally:
@@ -50,7 +51,7 @@ def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_
     ledger = json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())
     assert ledger["private_steps"] == 6  # the step the signal came in finished, then the checkpoint
     monkeypatch.undo()
-    m = train_generative(compose_config([*ARGS, "resume=auto"]), tmp_path / "run")
+    m = run_task(compose_config([*ARGS, "resume=auto"]), tmp_path / "run")
     assert m["steps"] == 12 and m["privacy"]["private_steps"] == 12  # no step spent twice
     assert m["privacy"]["epsilon_spent"] == ref["privacy"]["epsilon_spent"]
 
@@ -63,7 +64,7 @@ def test_a_signal_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_pa
     try:
         _signal_at(monkeypatch, 3, signum)
         with pytest.raises(SystemExit) as e:
-            train_generative(compose_config(ARGS), tmp_path / "run")
+            run_task(compose_config(ARGS), tmp_path / "run")
         assert e.value.code == EXIT_REQUEUE
         assert signal.getsignal(signum) == signal.SIG_DFL  # restored
     finally:
@@ -74,9 +75,9 @@ def test_a_signal_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_pa
 def test_resume_true_refuses_a_folder_without_a_checkpoint_and_auto_starts_there(tmp_path, run_cli):
     """resume=true on a mistyped folder once started a fresh run there (a fresh budget spent by mistake)."""
     with pytest.raises(ValueError, match=r"resume=true, but .*holds no checkpoint.*resume=auto"):
-        train_generative(compose_config([*ARGS, "resume=true"]), tmp_path / "typo")
+        run_task(compose_config([*ARGS, "resume=true"]), tmp_path / "typo")
     assert not (tmp_path / "typo").exists()  # nothing written
     code, text = run_cli(*ARGS, "resume=true")
     assert code == 2 and "dpgen: error: resume=true, but" in text
-    m = train_generative(compose_config([*ARGS, "resume=auto"]), tmp_path / "auto")
+    m = run_task(compose_config([*ARGS, "resume=auto"]), tmp_path / "auto")
     assert m["steps"] == 12

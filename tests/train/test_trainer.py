@@ -38,10 +38,10 @@ def test_rows_are_bounded_as_lemma_2_needs():
 
 
 def test_accountant_counts_every_private_batch(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=7", "trainer.log_every=1", "task.eval_models=[]")
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] == 7
     assert m["privacy"]["private_steps"] == 7
     assert 0 < m["privacy"]["epsilon_spent"] <= 10
@@ -54,11 +54,11 @@ def test_accountant_counts_every_private_batch(tmp_path):
 
 
 def test_run_refuses_to_exceed_the_budget(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("privacy.epsilon=0.3", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
                "method.k=50", "method.noise_multiplier=2.0", "method.center=none")
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["steps"] < 100000
     assert m["stop_reason"].startswith("privacy budget")
     assert m["privacy"]["epsilon_spent"] <= 0.3
@@ -81,13 +81,13 @@ def _nan_loss_at_step(monkeypatch, k: int) -> None:
 
 
 def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
     from dpgen.train import TrainingError
 
     _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=1", "task.eval_models=[]")
     with pytest.raises(TrainingError, match="step 4"):
-        train_generative(cfg, tmp_path)
+        run_task(cfg, tmp_path)
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
     assert state["step"] == 3
     # the failed step's mechanism ran: the ledger on disk counts it (a resume continues from it)
@@ -101,11 +101,11 @@ def test_nan_loss_stops_with_step_and_keeps_checkpoint(tmp_path, monkeypatch):
 def test_unknown_generator_and_oversized_batch_are_named():
     with pytest.raises(Exception, match="model.generator"):
         _cfg("model.generator=transformer")
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("trainer.batch_size=5000", "task.eval_models=[]")
     with pytest.raises(ValueError, match="batch_size=5000"):
-        train_generative(cfg, "/tmp/dpgen-never-written")
+        run_task(cfg, "/tmp/dpgen-never-written")
 
 
 def _run(out, *args, **kw):
@@ -209,11 +209,11 @@ def test_cli_bad_input_gives_a_clear_error(run_cli, monkeypatch, tmp_path, args,
 
 
 def test_unbounded_rows_are_reported_as_not_private(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     with pytest.warns(UserWarning, match="does NOT hold"):
         cfg = _cfg("method.row_bound=none", "trainer.epochs=null", "trainer.steps=2", "task.eval_models=[]")
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["privacy"]["guarantee_holds"] is False
     assert "does NOT hold" in m["privacy"]["row_bound"]
 
@@ -235,46 +235,46 @@ def test_compression_to_compare_dim_is_a_contraction():
 
 
 def test_compare_dim_sets_the_accounted_dimension(tmp_path):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     cfg = _cfg("method.compare_dim=32", "trainer.epochs=null", "trainer.steps=2", "task.eval_models=[]")
-    m = train_generative(cfg, tmp_path)
+    m = run_task(cfg, tmp_path)
     assert m["privacy"]["compare_dim"] == 32
 
 
 def test_mechanism_randomness_is_secret_by_default(tmp_path):
     """Subsampling and noise must not be predictable from the public seed (nor kept in checkpoints)."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     args = ("trainer.epochs=null", "trainer.steps=3", "task.eval_models=[]", "method.k=20")
-    a = train_generative(_cfg(*args), tmp_path / "a")
-    b = train_generative(_cfg(*args), tmp_path / "b")
+    a = run_task(_cfg(*args), tmp_path / "a")
+    b = run_task(_cfg(*args), tmp_path / "b")
     assert a["final_loss"] != b["final_loss"]  # same seed, different batches and noise
     assert "mechanism_rng" not in torch.load(tmp_path / "a" / "checkpoints" / "last.pt", weights_only=False)
-    c = train_generative(_cfg(*args, "privacy.secret_randomness=false"), tmp_path / "c")
-    d = train_generative(_cfg(*args, "privacy.secret_randomness=false"), tmp_path / "d")
+    c = run_task(_cfg(*args, "privacy.secret_randomness=false"), tmp_path / "c")
+    d = run_task(_cfg(*args, "privacy.secret_randomness=false"), tmp_path / "d")
     assert c["final_loss"] == d["final_loss"]  # reproducible on request
 
 
 def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_data_root):
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     monkeypatch.setenv("DPGEN_FID_WEIGHTS", str(tmp_path / "no-weights"))
     monkeypatch.setattr("torch.hub.get_dir", lambda: str(tmp_path / "hub"))
     cfg = _cfg("dataset=mnist", f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "trainer.steps=2",
                "task.eval_models=[]", "task.fid=true", "task.fid_samples=20")
-    m = train_generative(cfg, tmp_path / "run")
+    m = run_task(cfg, tmp_path / "run")
     assert m["fid"] is None and "pt_inception" in m["fid_missing"]
 
 
 @pytest.mark.parametrize("logger", ["csv", "tensorboard", "wandb"])
 def test_generation_loop_takes_every_logger_and_ema(tmp_path, logger, monkeypatch):
     """The one loop gives every task the loggers and the EMA (classification and DA: their test files)."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
 
     pytest.importorskip(logger)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    m = train_generative(_cfg("trainer.epochs=null", "trainer.steps=4", "trainer.log_every=2", "task.eval_models=[]",
+    m = run_task(_cfg("trainer.epochs=null", "trainer.steps=4", "trainer.log_every=2", "task.eval_models=[]",
                               f"logger={logger}", "trainer.ema=0.5"), tmp_path)
     assert m["ema"] == 0.5 and m["steps"] == 4
     ck = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)
@@ -293,14 +293,14 @@ def test_a_nan_between_log_lines_is_found_before_anything_is_published(tmp_path,
     """The finite test stays on the device (no host sync per step) and is read before each log line and
     checkpoint: a NaN at step 4 with log and checkpoint every 5 steps stops the run at step 5, names step 4,
     keeps the step-0 checkpoint (nothing computed from the NaN went out) and charges the 5 steps that ran."""
-    from dpgen.tasks.generation import train_generative
+    from dpgen.tasks import run as run_task
     from dpgen.train import TrainingError
 
     _nan_loss_at_step(monkeypatch, 4)
     cfg = _cfg("trainer.epochs=null", "trainer.steps=10", "trainer.checkpoint_every=5", "trainer.log_every=5",
                "task.eval_models=[]")
     with pytest.raises(TrainingError, match="not finite at step 4: training stopped at step 5"):
-        train_generative(cfg, tmp_path)
+        run_task(cfg, tmp_path)
     assert torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=False)["step"] == 0
     assert not (tmp_path / "metrics.jsonl").exists() or not (tmp_path / "metrics.jsonl").read_text().strip()
     ledger = json.loads((tmp_path / "checkpoints" / "ledger.json").read_text())

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpgen.privacy.dpsinkhorn import ImageGradientMechanism
+from dpgen.privacy.image_gradient import ImageGradientMechanism
 from dpgen.privacy.validation import PrivacyParameterError
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpgen.privacy.dpswd import (
+from dpgen.privacy.projection import (
     DPSWDWarning,
     bernstein_bound,
     beta_variance,

@@ -1,0 +1,170 @@
+"""The one grid runner of the training tables.
+
+A table is a list of :class:`Cell` (a row's preset, its overrides, its seeds and its run folder) and
+an extraction that turns each :class:`CellResult` into the row's columns. :func:`run_cells` runs every
+cell the same way for every table:
+
+* each seed in its own folder under ``outputs/runs/`` (two cells never share one);
+* a finished run (its result file, ``metrics.json`` by default) is read instead of trained again
+  (``reuse``), and an interrupted one resumes from its checkpoint, ledger included (``resume=auto``),
+  so a paper-length table is assembled over several sessions by running the same command again;
+* ``collect_only`` runs nothing: it reads what has finished and says which seeds have not;
+* a cell whose data files are absent is ``skipped:`` with the reason (the data loader's message), and
+  the other cells still run;
+* :func:`mean_std` gives the mean and std over the finished runs.
+
+Each run is composed from its preset (``compose_preset``) and run by :func:`dpgen.tasks.run`, or by
+the table's own ``runner`` (DP-Sinkhorn's tables evaluate more synthetic sets of one generator).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from dpgen.utils.io import outputs_dir
+
+#: what every table run adds to its cell's overrides
+RUN_OVERRIDES = ("trainer.progress=false", "resume=auto")
+
+
+@dataclass
+class Cell:
+    """One row's runs: ``preset`` (``experiment=<preset>``; None: the default config) + ``overrides`` once
+    per seed, in ``outputs/runs/<folder>/seed<k>`` (or ``outputs/runs/<folder>`` when ``seed_folders`` is
+    false: a cell of one run)."""
+
+    name: str
+    preset: Optional[str]
+    folder: str
+    overrides: Sequence[str] = ()
+    seeds: Sequence[int] = (0,)
+    seed_folders: bool = True
+    #: the seed is passed as ``seed=<k>`` (false: the preset's own seed, as DP-Sinkhorn's tables do)
+    set_seed: bool = True
+
+    def run_dir(self, seed: int) -> Path:
+        base = outputs_dir() / "runs" / self.folder
+        return base / f"seed{seed}" if self.seed_folders else base
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    runs: List[Dict[str, Any]] = field(default_factory=list)  # the finished runs' results, in seed order
+    missing: List[int] = field(default_factory=list)  # seeds with no finished run (collect_only)
+    skipped: Optional[str] = None  # "skipped: <why>" when the cell's data are absent
+    wall_s: float = 0.0  # the runs' own wall times (also when reused)
+
+    @property
+    def last(self) -> Optional[Dict[str, Any]]:
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def status(self) -> str:
+        if self.skipped:
+            return self.skipped
+        if self.missing and not self.runs:
+            return "not run (--collect-only)"
+        if self.missing:
+            return (f"partial: {len(self.runs)} of {len(self.runs) + len(self.missing)} runs finished (seeds "
+                    f"{', '.join(map(str, self.missing))} not run yet)")
+        return "ok"
+
+    def values(self, get: Callable[[Dict[str, Any]], Any]) -> List[float]:
+        return [float(get(m)) for m in self.runs]
+
+
+def mean_std(values: Sequence[float], nd: int = 2):
+    """``(mean, std)`` rounded to ``nd`` places; std 0.0 for one value, ``(None, None)`` for none."""
+    if not values:
+        return None, None
+    return round(statistics.mean(values), nd), (round(statistics.stdev(values), nd) if len(values) > 1 else 0.0)
+
+
+def skip_reason(err: BaseException, limit: int = 300) -> str:
+    return "skipped: " + " ".join(str(err).split())[:limit]
+
+
+def compose_cell(cell: Cell, seed: int, common: Sequence[str] = (), data_root: Optional[str] = None):
+    """The validated config of one run of ``cell``."""
+    from dpgen.config import compose_config, compose_preset
+
+    ov = [*common, *cell.overrides, *([f"seed={seed}"] if cell.set_seed else []), *RUN_OVERRIDES]
+    if data_root:
+        ov.append(f"dataset.data_root={data_root}")
+    return compose_preset(cell.preset, ov) if cell.preset else compose_config(ov)
+
+
+def _check_data(cfg) -> None:
+    """Raise FileNotFoundError when the run's data files are absent (what a run would raise first)."""
+    if cfg.task.name == "domain_adaptation":
+        from dpgen.tasks.domain_adaptation import load_domains
+
+        load_domains(cfg)
+    else:
+        from dpgen.data import load_dataset
+
+        load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
+                     **dict(getattr(cfg.dataset, "options", {}) or {}))
+
+
+def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = None, reuse: bool = True,
+             collect_only: bool = False, runner: Optional[Callable[[Any, Path], Dict[str, Any]]] = None,
+             result_file: str = "metrics.json") -> CellResult:
+    """Every seed of ``cell``: read (``reuse``), resumed or trained; see the module's text."""
+    from dpgen.tasks import run as run_config
+
+    res = CellResult(cell)
+    try:
+        for seed in cell.seeds:
+            out = cell.run_dir(seed)
+            done = out / result_file
+            if (reuse or collect_only) and done.exists():
+                m = json.loads(done.read_text())
+                print(f"[dpgen] {cell.name} seed {seed}: reusing the finished run in {out}", flush=True)
+            else:
+                cfg = compose_cell(cell, seed, common, data_root)
+                if collect_only:
+                    _check_data(cfg)  # "skipped" when the data are absent, else "not run yet"
+                    res.missing.append(seed)
+                    continue
+                t0 = time.time()
+                m = (runner or run_config)(cfg, out)
+                m.setdefault("wall_seconds", time.time() - t0)
+            res.wall_s += float(m.get("wall_seconds") or 0.0)
+            res.runs.append(m)
+    except FileNotFoundError as e:
+        res.skipped = skip_reason(e)
+    return res
+
+
+def run_cells(cells: Sequence[Cell], **kw) -> List[CellResult]:
+    """:func:`run_cell` on each cell, in order; a cell whose data are absent does not stop the others."""
+    return [run_cell(c, **kw) for c in cells]
+
+
+def flag(text: str) -> bool:
+    """argparse type of the drivers' true/false flags (``--reuse false``)."""
+    low = str(text).lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not true or false")
+
+
+def add_grid_arguments(ap, runs: bool = True) -> None:
+    """The arguments every training table takes, with one meaning and one default."""
+    ap.add_argument("--data-root", default=None, help="where the datasets are (default: $DPGEN_DATA_ROOT)")
+    if runs:
+        ap.add_argument("--runs", type=int, default=None, help="runs (seeds) per cell (default: the scale's)")
+    ap.add_argument("--reuse", type=flag, default=True, metavar="{true,false}",
+                    help="read finished runs' results instead of training again (default true); interrupted "
+                         "runs resume from their checkpoint either way")
+    ap.add_argument("--collect-only", action="store_true",
+                    help="assemble the table from finished runs; run nothing")
