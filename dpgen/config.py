@@ -43,8 +43,11 @@ class DatasetConfig:
     #: number of private training records N
     n_train: int = MISSING
     n_test: int = 0
-    #: dimension of one record (flattened)
-    dim: int = MISSING
+    #: dimension of one record (flattened), its shape and the class count: for dpgen's own datasets read from
+    #: their loader's entry (dpgen.data.DATASETS, one place; a value given here must agree with it); a dataset
+    #: with its own ``loader`` gives them here (under a dpgen dataset's name, a shape it leaves out is that one's;
+    #: its class count comes from its loader or from here)
+    dim: int = 0
     shape: List[int] = field(default_factory=list)
     num_classes: int = 0
     #: where the files are looked for (null: $DPGEN_DATA_ROOT, else <repo>/data; see docs/DATA.md)
@@ -60,7 +63,36 @@ class DatasetConfig:
 
     def __post_init__(self) -> None:
         check_positive_int(self.n_train, "dataset.n_train")
+        self.fill_facts()
         check_positive_int(self.dim, "dataset.dim")
+
+    def _facts_of(self):
+        """(the dpgen dataset whose loader gives the records, its options)."""
+        return self.name, self.options
+
+    def fill_facts(self) -> None:
+        """shape, num_classes and dim of a dpgen dataset from its loader's entry in dpgen.data.DATASETS."""
+        name, options = self._facts_of()
+        from dpgen.data import DATASETS
+
+        spec = DATASETS.get(name)
+        if spec is None:
+            return
+        shape = [int(s) for s in spec.shape_for(dict(options or {}))]
+        dim = 1
+        for s in shape:
+            dim *= s
+        for key, value in (("shape", shape), ("num_classes", int(spec.num_classes)), ("dim", dim)):
+            if key == "num_classes" and self.loader is not None:
+                continue  # a loader of one's own gives its class count (or dataset.num_classes does)
+            given = getattr(self, key)
+            if given in (None, 0) or (key == "shape" and len(given) == 0):
+                setattr(self, key, value)
+            elif self.loader is None and (list(given) if key == "shape" else given) != value:
+                raise ConfigError(f"dataset.{key}={list(given) if key == 'shape' else given} disagrees with {name}'s "
+                                  f"loader, whose records have {key} {value} (with options {dict(options or {})}): "
+                                  f"leave dataset.{key} out (it is read from the loader), or give a dataset.loader "
+                                  "of your own.")
 
 
 @dataclass
@@ -82,6 +114,9 @@ class DADatasetConfig(DatasetConfig):
     n_source: Optional[int] = None
     #: the delta of Table 1's caption for this problem (privacy.delta is what the run uses)
     paper_delta: Optional[float] = None
+
+    def _facts_of(self):
+        return self.target, self.target_options
 
     def __post_init__(self) -> None:
         super().__post_init__()
