@@ -62,7 +62,7 @@ help:
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
-	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, finished runs are read, interrupted ones resume, ARGS="--reuse false" trains again)"
+	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, finished runs are read, interrupted ones resume)"
 
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)

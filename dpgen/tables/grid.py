@@ -5,8 +5,9 @@ an extraction that turns each :class:`CellResult` into the row's columns. :func:
 cell the same way for every table:
 
 * each seed in its own folder under ``outputs/runs/`` (two cells never share one);
-* a finished run (its result file, ``metrics.json`` by default) is read instead of trained again
-  (``reuse``), and an interrupted one resumes from its checkpoint, ledger included (``resume=auto``),
+* a finished run (its result file, ``metrics.json`` by default) is read instead of run again
+  (``reuse``; without it the run resumes at its end and is evaluated again: a run folder's budget is
+  never spent twice), and an interrupted one resumes from its checkpoint, ledger included (``resume=auto``),
   so a paper-length table is assembled over several sessions by running the same command again;
 * ``collect_only`` runs nothing: it reads what has finished and says which seeds have not;
 * a cell whose data files are absent is ``skipped:`` with the reason (the data loader's message), and
@@ -164,7 +165,8 @@ def add_grid_arguments(ap, runs: bool = True) -> None:
     if runs:
         ap.add_argument("--runs", type=int, default=None, help="runs (seeds) per cell (default: the scale's)")
     ap.add_argument("--reuse", type=flag, default=True, metavar="{true,false}",
-                    help="read finished runs' results instead of training again (default true); interrupted "
-                         "runs resume from their checkpoint either way")
+                    help="read finished runs' results (default true); false runs every cell through the loop "
+                         "again: a finished run resumes at its end (evaluated again, nothing trained or charged "
+                         "twice), an interrupted one continues; remove a run's folder to train it afresh")
     ap.add_argument("--collect-only", action="store_true",
                     help="assemble the table from finished runs; run nothing")
