@@ -19,7 +19,7 @@ whose files are absent gives rows whose status says why. The paper's numbers
 (../shared/paper-tables/dpsinkhorn_*.csv) are printed beside ours, and a PNG compares them.
 
     python -m dpgen.tables.dpsinkhorn_tables mnist --scale smoke [--datasets mnist,fashion_mnist]
-        [--reuse false] [--collect-only]
+        [--rows Non_priv_Sinkhorn DP_MERF_baseline] [--reuse false] [--collect-only]
 
 A finished run (its ``table_result.json``) is read instead of trained again; an interrupted one resumes.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -207,15 +208,36 @@ TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_paper", "logreg", "log
                   "generations", "wall_s", "status"]
 
 
+def row_names(names: Optional[Sequence[str]]) -> List[str]:
+    """Table 1's rows by name or by folder-safe name (``Non_priv_Sinkhorn``); all when ``names`` is empty."""
+    if not names:
+        return list(TABLE1_ROWS)
+    by_slug = {_slug(r): r for r in TABLE1_ROWS}
+    out = []
+    for n in names:
+        if n not in TABLE1_ROWS and n not in by_slug:
+            raise ValueError(f"--rows: {n!r} is not a row of Table 1; rows (name or folder-safe name): "
+                             + "; ".join(f"{r!r} ({_slug(r)})" for r in TABLE1_ROWS))
+        out.append(n if n in TABLE1_ROWS else by_slug[n])
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
+
+
 def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mnist"), data_root=None,
-           generations=None, extra_overrides: Sequence[str] = (), **grid) -> List[Dict]:
+           generations=None, extra_overrides: Sequence[str] = (), rows: Optional[Sequence[str]] = None,
+           **grid) -> List[Dict]:
     paper = {r["method"]: r for r in read_paper_table("dpsinkhorn_table1_mnist_fmnist")}
+    wanted = row_names(rows)
     specs = []
     for ds in datasets:
         if ds not in DATASET_PRESET:
             raise ValueError(f"--datasets: {ds!r} is not one of {', '.join(DATASET_PRESET)}")
         p = PAPER_PREFIX[ds]
-        for method, (pattern, row_ov, paper_row) in TABLE1_ROWS.items():
+        for method in wanted:
+            pattern, row_ov, paper_row = TABLE1_ROWS[method]
             pr = paper.get(paper_row, {})
             tag = "".join(ROW_TAGS[o] for o in row_ov)
             specs.append({"preset": pattern.format(ds=DATASET_PRESET[ds]), "overrides": row_ov,
@@ -315,6 +337,9 @@ def main(argv=None):
     ap.add_argument("--datasets", default="mnist,fashion_mnist", help="Table 1 datasets (mnist, fashion_mnist, "
                     "mnist10k); the ablation uses the first")
     ap.add_argument("--generations", type=int, default=None)
+    ap.add_argument("--rows", nargs="+", default=None, metavar="ROW",
+                    help="Table 1's rows by name or folder-safe name (default: all): "
+                         + "; ".join(f"{r!r} ({_slug(r)})" for r in TABLE1_ROWS))
     add_grid_arguments(ap, runs=False)
     args = ap.parse_args(argv)
     grid = {"reuse": args.reuse, "collect_only": args.collect_only}
@@ -323,7 +348,11 @@ def main(argv=None):
         if d not in DATASET_PRESET:
             ap.error(f"--datasets: {d!r} is not one of {', '.join(DATASET_PRESET)}")
     if args.table == "mnist":
-        return table1(args.scale, datasets, args.data_root, args.generations, **grid)
+        try:
+            wanted = row_names(args.rows)
+        except ValueError as e:
+            ap.error(str(e))
+        return table1(args.scale, datasets, args.data_root, args.generations, rows=wanted, **grid)
     if args.table == "celeba":
         return table_celeba(args.scale, args.data_root, args.generations, **grid)
     return table_ablation(args.scale, datasets[0], args.data_root, args.generations, **grid)

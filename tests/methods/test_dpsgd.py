@@ -278,11 +278,14 @@ def test_run_with_batch_of_one_and_pairwise_accountants_is_refused(fake_data_roo
 
 
 @pytest.mark.slow  # ~10 s unloaded (two short trainings + a figure); the presets themselves run in test_config
-def test_table_smoke_writes_csv_and_figure(outputs_tmp, fake_data_root):
+def test_table_smoke_writes_csv_and_figure(outputs_tmp, fake_data_root, monkeypatch):
     import csv
 
+    from dpgen.tables import wdp_dl
     from dpgen.tables.wdp_dl import COLUMNS, main
 
+    smoke = dict(wdp_dl.SCALES["smoke"])  # the fake files hold 1,000 records: the size the guarantee declares
+    monkeypatch.setitem(wdp_dl.SCALES, "smoke", {**smoke, "overrides": [*smoke["overrides"], "dataset.n_train=1000"]})
     rows = main(["--scale", "smoke", "--datasets", "mnist", "--data-root", str(fake_data_root)])
     assert rows[0]["status"] == "ok"
     with open(outputs_tmp / "tables" / "wdp_table2.csv") as f:

@@ -518,12 +518,34 @@ def _filled(rows, columns):
             assert r.get(c) not in (None, ""), (c, r)
 
 
+def test_table1_runs_chosen_rows_through_the_grid_and_reads_them_back(outputs_tmp, fake_data_root, monkeypatch):
+    """--rows picks rows; a finished cell's table_result.json is read on the next run, nothing trains."""
+    import dpgen.tasks
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000"]
+    rows = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"])
+    assert [r["method"] for r in rows] == ["DP-Sinkhorn"] and rows[0]["status"] == "ok"
+    assert 0 < rows[0]["epsilon_spent"] < 10 and rows[0]["steps"] == 2
+    run = outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_"
+    assert (run / "table_result.json").exists() and (run / "config.yaml").exists()
+
+    def no_training(cfg, out):
+        raise AssertionError(f"trained again in {out}")
+
+    monkeypatch.setattr(dpgen.tasks, "run", no_training)
+    again = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP-Sinkhorn"])
+    assert again[0]["logreg"] == rows[0]["logreg"] and again[0]["wall_s"] == rows[0]["wall_s"]
+    with pytest.raises(ValueError, match="--rows: 'bogus' is not a row of Table 1"):
+        T.row_names(["bogus"])
+
+
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
     from dpgen.tables import dpsinkhorn_tables as T
 
     rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
-                    extra_overrides=TINY[:-1] + ["model.generator=mlp"])
+                    extra_overrides=TINY[:-1] + ["model.generator=mlp", "dataset.n_train=1000"])  # the fake files' size
     assert len(rows) == 2 * len(T.TABLE1_ROWS) == 16
     ours = ("DP-MERF", "DP-Sinkhorn (dpgen")
     papers = [r for r in rows if not r["method"].startswith(ours)]
@@ -543,7 +565,7 @@ def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
 def test_tables_2_3_smoke_fill_every_cell(outputs_tmp, fake_data_root):
     from dpgen.tables import dpsinkhorn_tables as T
 
-    rows = T.table_celeba("smoke", data_root=str(fake_data_root), extra_overrides=TINY)
+    rows = T.table_celeba("smoke", data_root=str(fake_data_root), extra_overrides=[*TINY, "dataset.n_train=6"])
     assert [r["method"] for r in rows] == list(T.CELEBA_ROWS)
     _filled(rows, [c for c in T.CELEBA_COLUMNS if not c.endswith("_std")])
 
@@ -553,6 +575,7 @@ def test_tables_4_5_smoke_fill_every_cell(outputs_tmp, fake_data_root):
     from dpgen.tables import dpsinkhorn_tables as T
 
     rows = T.table_ablation("smoke", "mnist", data_root=str(fake_data_root),
-                            extra_overrides=TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg,mlp,cnn]"])
+                            extra_overrides=TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg,mlp,cnn]",
+                                                         "dataset.n_train=1000"])
     assert len(rows) == 17
     _filled(rows, [c for c in T.ABLATION_COLUMNS if not c.endswith("_std")])
