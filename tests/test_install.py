@@ -28,10 +28,12 @@ def test_pip_install_then_dpgen_runs_from_another_folder(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert (work / "run" / "accounting.json").exists() and "epsilon reached" in r.stdout
     r = subprocess.run([str(py), "-c", "import dpgen, dpgen.utils.paper as p; print(dpgen.__file__); "
-                        "print(len(p.read_paper_table('dpswd_table4_noise')))"], cwd=work, capture_output=True,
-                       text=True, check=True)
-    installed, rows = r.stdout.split()
+                        "print(len(p.read_paper_table('dpswd_table4_noise'))); "
+                        "from dpgen.tables import table_notes; print(len(table_notes('dpswd_da')))"], cwd=work,
+                       capture_output=True, text=True, check=True)
+    installed, rows, notes = r.stdout.split()
     assert str(venv) in installed and int(rows) > 0  # the installed copy, not the checkout
+    assert int(notes) > 0  # the tables' notes travel with the package
     # data: the working directory's data/ (a folder the user owns), and the error names the installed DATA.md
     r = subprocess.run([str(venv / "bin" / "dpgen"), "dataset=mnist", "trainer.steps=1",
                         f"hydra.run.dir={work / 'run2'}"], cwd=work, capture_output=True, text=True, timeout=600,
