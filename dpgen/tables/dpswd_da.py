@@ -217,8 +217,6 @@ def main(argv=None):
                     help="Figure 3's DP-SWD: dpswd = the paper's Bernstein bound (writes " + FIGURE + "), "
                          "dpswd_frame = dpgen's default frame bound (writes " + FIGURE + "_dpswd_frame)")
     ap.add_argument("--no-write", action="store_true", help="run only (another process assembles the table)")
-    ap.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=None,
-                    help="run these seeds only (e.g. 2 or 0,1): split one cell over processes")
     ap.add_argument("--epsilons", type=lambda v: [float(x) for x in v.split(",")], default=None,
                     help="Figure 3's epsilons (default per scale)")
     args = ap.parse_args(argv)

@@ -7,7 +7,7 @@ std over generations (5 at SCALE=paper). Each run is the experiment preset
 listed as skipped with the reason.
 
     python -m dpgen.tables.dpswd_generation --scale smoke|paper [--datasets mnist,fashion_mnist]
-        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--reuse false] [--collect-only]
+        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--seeds 3,4] [--reuse false] [--collect-only]
 
 Writes outputs/tables/dpswd_table2_generation[_<set>].csv (+ .md); runs under
 outputs/runs/table2/<scale>[_<set>]/<dataset>/<row>/seed<k>/. A finished run there (its metrics.json) is
@@ -92,11 +92,11 @@ def _cell(ds: str, method: str, scale_overrides: List[str], tag: str, seeds) -> 
 
 def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str = None,
               variants: List[str] = None, extra_overrides: List[str] = (), reuse: bool = True,
-              collect_only: bool = False) -> List[Dict]:
+              collect_only: bool = False, seeds: List[int] = None) -> List[Dict]:
     """One row per dataset x variant, mean/std over ``runs`` generations (the grid runner's cells).
     ``extra_overrides`` apply to every cell and name the run folders (``<scale>_<overrides>``)."""
     spec = SCALES[scale]
-    seeds = range(runs or spec["runs"])
+    seeds = list(seeds) if seeds is not None else range(runs or spec["runs"])
     tag = "_".join([scale, *extra_overrides])
     rows = []
     for ds in datasets:
@@ -150,7 +150,7 @@ def main(argv=None):
         if "=" not in o:
             ap.error(f"--set: {o!r} is not KEY=VALUE (e.g. trainer.epochs=10)")
     rows = run_table(args.scale, datasets, args.runs, args.data_root, variants, args.set, args.reuse,
-                     args.collect_only)
+                     args.collect_only, args.seeds)
     notes = [
         f"SCALE={args.scale}: {SCALES[args.scale]['overrides'] + list(args.set)} on top of the presets "
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "

@@ -159,11 +159,22 @@ def flag(text: str) -> bool:
     raise ValueError(f"{text!r} is not true or false")
 
 
+def seed_list(text: str) -> List[int]:
+    """argparse type of ``--seeds 0,1,2``."""
+    try:
+        return [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a comma-separated list of seeds (e.g. 0,1,2)") from None
+
+
 def add_grid_arguments(ap, runs: bool = True) -> None:
     """The arguments every training table takes, with one meaning and one default."""
     ap.add_argument("--data-root", default=None, help="where the datasets are (default: $DPGEN_DATA_ROOT)")
     if runs:
-        ap.add_argument("--runs", type=int, default=None, help="runs (seeds) per cell (default: the scale's)")
+        ap.add_argument("--runs", type=int, default=None, help="runs (seeds 0..runs-1) per cell (default: the scale's)")
+        ap.add_argument("--seeds", type=seed_list, default=None, metavar="0,1,...",
+                        help="run these seeds only (e.g. 3,4): split a cell over processes; the table counts "
+                             "the seeds it ran or read")
     ap.add_argument("--reuse", type=flag, default=True, metavar="{true,false}",
                     help="read finished runs' results (default true); false runs every cell through the loop "
                          "again: a finished run resumes at its end (evaluated again, nothing trained or charged "
