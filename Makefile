@@ -59,7 +59,7 @@ help:
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--problems um --collect-only\")"
 	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--figure-method dpswd_frame\" for dpgen's frame bound)"
-	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=)"
+	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=, ARGS=\"--rows DP_Sinkhorn --generations 1\")"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
 	@echo "table-wdp-dl              WDP Table 2: DP-SGD CNN, eps under DP/BDP/WDP (SCALE=smoke|cpu|paper, WDP_DL_DATASETS=, DATA_ROOT=, finished runs are read, interrupted ones resume)"
@@ -125,7 +125,7 @@ table-dpswd-generation:
 	$(PYTHON) -m dpgen.tables.dpswd_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-celeba:
-	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpswd-da:
 	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
@@ -145,13 +145,13 @@ table-wdp-dl:
 .PHONY: table-dpsinkhorn-mnist table-dpsinkhorn-celeba table-dpsinkhorn-ablation
 # DP-Sinkhorn Tables 1-5 (dpgen/tables/dpsinkhorn_tables.py): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=
 table-dpsinkhorn-mnist:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables mnist --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables mnist --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpsinkhorn-celeba:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables celeba --scale $(SCALE) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables celeba --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpsinkhorn-ablation:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables ablation --scale $(SCALE) --datasets $(firstword $(subst $(comma), ,$(DATASETS))) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables ablation --scale $(SCALE) --datasets $(firstword $(subst $(comma), ,$(DATASETS))) $(DATA_ROOT_ARG) $(ARGS)
 
 clean-outputs:
 	find outputs -mindepth 1 ! -name README.md -exec rm -rf {} +
