@@ -68,7 +68,7 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
         for k in ("DP", "BDP", "WDP"):
             row[f"eps_{k}_paper"] = _f(paper.get(f"eps_{k}"))
             row[f"attack_{k}_paper"] = _f(paper.get(f"attack_{k}"))
-        folder = f"wdp_dl/{scale}/{ds}"
+        folder = f"wdp_dl/{scale}/{ds}" + (f"/seed{seed}" if seed else "")  # seed 0: the folders of earlier tables
         cells = [Cell(f"{ds} non-private", f"wdp_dl_{PRESET[ds]}", f"{folder}/nonprivate", ["method.private=false"],
                       [seed], seed_folders=False),
                  Cell(f"{ds} private", f"wdp_dl_{PRESET[ds]}", f"{folder}/private", [], [seed], seed_folders=False)]
