@@ -357,6 +357,10 @@ class Config:
             raise ConfigError(f"resume={self.resume!r} is invalid: choose false, true or auto")
 
 
+#: what :func:`register_configs` stored last (the ConfigStore and the method settings it held)
+_REGISTERED: Any = None
+
+
 def register_configs() -> None:
     """Register every schema in Hydra's ConfigStore and dpgen's resolvers (idempotent)."""
     from hydra.core.config_store import ConfigStore
@@ -367,11 +371,18 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("dpgen.basename", basename, replace=True)
 
     cs = ConfigStore.instance()
-    cs.store(name="base_config", node=Config)
-    cs.store(group="schema/method", name="base", node=MethodConfig)  # a new method's YAML extends this
     from dpgen.methods.registry import method_settings
 
-    for name, node in method_settings().items():  # each method's Settings, defined beside its class
+    settings = method_settings()
+    # storing a schema converts its dataclass (about 80 ms for all of them): only when something changed
+    # (a method registered since, or a ConfigStore cleared by someone else)
+    key = (id(cs), tuple((name, id(node)) for name, node in settings.items()))
+    global _REGISTERED
+    if _REGISTERED == key and "base_config.yaml" in cs.repo:
+        return
+    cs.store(name="base_config", node=Config)
+    cs.store(group="schema/method", name="base", node=MethodConfig)  # a new method's YAML extends this
+    for name, node in settings.items():  # each method's Settings, defined beside its class
         cs.store(group="schema/method", name=name, node=node)
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
     cs.store(group="schema/privacy", name="privacy", node=PrivacyConfig)
@@ -382,6 +393,7 @@ def register_configs() -> None:
     cs.store(group="schema/dataset", name="domain_adaptation", node=DADatasetConfig)
     cs.store(group="schema/task", name="domain_adaptation", node=DomainAdaptationTaskConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
+    _REGISTERED = key
 
 
 def _outside_method_settings(values: Any) -> MethodConfig:
