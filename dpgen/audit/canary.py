@@ -317,7 +317,8 @@ SINKHORN_SHAPE = (1, 4, 4)
 def _dpsinkhorn(noise_scale: float, seed: int):
     from dpgen.methods.dpsinkhorn import DPSinkhorn
 
-    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
+    cfg = compose_config(["method=dpsinkhorn", "method.clip_mode=batch",  # the paper's hook (Algorithm 1)
+                          f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
                    batch_size=2)
     m.rng = _gen(seed)
@@ -379,7 +380,7 @@ class _TrainableDecode(torch.nn.Module):
 
 
 def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, trainable_decode: bool = False,
-                         progress: bool = True, nonfinite: bool = False) -> Samples:
+                         progress: bool = True, nonfinite: bool = False, clip_mode: str = "batch") -> Samples:
     """DP-Sinkhorn's full step (:meth:`DPSinkhorn.step`) with ``model.generator=dct``: the hook on the DCT
     coefficients, the fixed decode, the backward into the generator's parameters.
 
@@ -389,11 +390,14 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
     and +DC on D (the constant basis image), with norm > C both times. Score: the gradient of the
     DC coefficient's bias. ``trainable_decode``: a pixel offset with a parameter after the barrier,
     score its gradient (pixel 0): a variant the analysis does not cover, which must be caught.
+    ``clip_mode=per_sample``: dpgen's per-record image gradient (each record's gradient of the dual bound
+    clipped to C, noise C sigma): the canary's own clipped gradient is the shift, sensitivity C.
     """
     from dpgen.methods.dpsinkhorn import DPSinkhorn
     from dpgen.models.generators import DCTGenerator
 
-    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
+    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
+                          f"method.clip_mode={clip_mode}"])
     m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
                    batch_size=2)
     m.rng = _gen(seed)
@@ -415,12 +419,15 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
         for i in _trials(trials, desc, progress):
             model.zero_grad(set_to_none=True)
             m.step({"generator": model}, batch)
-            out[i] = _score(model.offset.grad.reshape(-1)[0] if trainable_decode else bias.grad[0])
+            # per_sample releases the clipped sum / B (the expected batch): B x the gradient is the release
+            scale = m.batch_size if clip_mode == "per_sample" else 1
+            out[i] = _score(scale * (model.offset.grad.reshape(-1)[0] if trainable_decode else bias.grad[0]))
         return out
 
     s_in, s_out = side(torch.cat([r, c]), "dpsinkhorn dct D"), side(r, "dpsinkhorn dct D'")
+    clip_text = "per-record clip" if clip_mode == "per_sample" else "batch clip"
     variant = ("trainable pixel offset after the barrier (not covered)" if trainable_decode else
-               _variant(f"C={m.mechanism.clip}, hook on the DCT coefficients", noise_scale, nonfinite))
+               _variant(f"C={m.mechanism.clip}, {clip_text} on the DCT coefficients", noise_scale, nonfinite))
     return Samples("DP-Sinkhorn step, model.generator=dct (dpgen/methods/dpsinkhorn.py DPSinkhorn.step)", variant,
                    ADD_REMOVE_POISSON, noise_scale == 1.0 and not trainable_decode,
                    gaussian_epsilon(NOISE_MULTIPLIER, m.delta), m.delta,
@@ -795,6 +802,8 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpmerf/release", audit_dpmerf, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn/hook", audit_dpsinkhorn, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn/dct", audit_dpsinkhorn_dct, {}, trials_factor=0.5),
+    AuditSpec("dpsinkhorn/dct_per_record", audit_dpsinkhorn_dct, {"clip_mode": "per_sample"}, trials_factor=0.5,
+              fast=True),
     AuditSpec("dpsinkhorn_param/per_sample", audit_dpsinkhorn_param, {}, trials_factor=0.5),
     AuditSpec("dpsgd", audit_dpsgd, {}, trials_factor=0.5, fast=True),
     AuditSpec("dpsgd/func", audit_dpsgd, {"per_sample": "func"}, trials_factor=0.5),
@@ -809,6 +818,8 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("nonfinite/dpmerf", audit_dpmerf, {"nonfinite": True}, trials_factor=0.3),
     AuditSpec("nonfinite/dpsinkhorn", audit_dpsinkhorn, {"nonfinite": True}, trials_factor=0.3, fast=True),
     AuditSpec("nonfinite/dpsinkhorn_dct", audit_dpsinkhorn_dct, {"nonfinite": True}, trials_factor=0.2),
+    AuditSpec("nonfinite/dpsinkhorn_dct_per_record", audit_dpsinkhorn_dct, {"nonfinite": True,
+              "clip_mode": "per_sample"}, trials_factor=0.2),
     AuditSpec("nonfinite/dpsinkhorn_param", audit_dpsinkhorn_param, {"nonfinite": True}, trials_factor=0.2),
     AuditSpec("nonfinite/dpsgd", audit_dpsgd, {"nonfinite": True}, trials_factor=0.2, fast=True),
     AuditSpec("nonfinite/dpsgd_func", audit_dpsgd, {"nonfinite": True, "per_sample": "func"}, trials_factor=0.2),
@@ -829,6 +840,8 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpsinkhorn/leaky_logger", audit_leaky_logger, {}, trials_factor=0.2, fast=True),
     AuditSpec("dpsinkhorn/dct_trainable_decode", audit_dpsinkhorn_dct, {"trainable_decode": True},
               trials_factor=0.2),
+    AuditSpec("dpsinkhorn/dct_per_record_quarter_noise", audit_dpsinkhorn_dct, {"clip_mode": "per_sample",
+              "noise_scale": 0.25}, trials_factor=0.3),
     AuditSpec("local/laplace_radius", audit_local, {"kind": "laplace", "sensitivity": "radius"}, trials_factor=10.0,
               min_trials=100_000),
     AuditSpec("local/gaussian_radius", audit_local, {"kind": "gaussian", "sensitivity": "radius"},

@@ -241,7 +241,7 @@ def dpsinkhorn_overrides(n: int, quick: bool) -> List[str]:
               "logger=none", "task.eval_models=[]", "task.fid=false", "task.n_synthetic=10", "trainer.ema=null"]
     if quick:  # digits: 8 x 8 images, 4 x 4 coefficients, a few hundred steps
         return ["method=dpsinkhorn", "dataset=digits", f"dataset.n_train={n}", "model.generator=dct",
-                "model.dct_size=4", "method.clip=0.5", "method.noise_multiplier=1.1", "trainer.batch_size=50",
+                "model.dct_size=4", "method.clip_mode=batch", "method.clip=0.5", "method.noise_multiplier=1.1", "trainer.batch_size=50",
                 "trainer.epochs=null", "trainer.steps=150", "privacy.epsilon=10", "trainer.lr=1e-4", *common]
     return ["experiment=dpsinkhorn_mnist10k", "+variant=dpsinkhorn_dct", f"dataset.n_train={n}", *common]
 

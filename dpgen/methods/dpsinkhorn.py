@@ -15,6 +15,12 @@ Methods (``conf/method/<name>.yaml``):
   same ledger as a cross-check). The run stops before a step would exceed privacy.epsilon.
   Only the generator output sees the real data, and the generator's input (latent code, label)
   is data-independent, so the parameter update is post-processing of the noisy image gradient.
+  ``method.clip_mode=per_sample`` (dpgen's variant, not the paper's; the embedded default): the loss
+  is the record-separable dual bound below, and each real record's gradient of it with respect to
+  the generated batch is clipped to C on its own, the clipped gradients summed and
+  N(0, (C sigma)^2) added (sensitivity C under add/remove, the same accountant). The signal then
+  grows with the batch while the noise does not, where the batch clip bounds the whole batch's
+  gradient by C.
 * ``dpsinkhorn_param`` — "DP-Sinkhorn (param grad)": the noise goes on the generator's
   parameter gradient instead, clipping bound C = 1 (appendix D.4). ``method.clip_mode``:
   - ``per_sample`` (default; DP-SGD): per-sample clipping needs a loss that is a sum over real
@@ -57,6 +63,7 @@ import torch.nn as nn
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
+from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import check_positive, check_positive_int
@@ -114,8 +121,11 @@ class DPSinkhornConfig(SinkhornConfig):
     private: bool = True
     clip: float = 0.5
     noise_multiplier: float = 1.1
-    #: dpsinkhorn_param only: per_sample (DP-SGD on the record-separable dual bound) | batch (the batch gradient)
-    clip_mode: str = "per_sample"
+    #: batch: the batch gradient clipped to C as one vector, noise std 2 C sigma (the paper: Algorithm 1 for
+    #: dpsinkhorn, appendix B for dpsinkhorn_param); per_sample: each real record's gradient of the
+    #: record-separable dual bound clipped to C on its own, summed, noise std C sigma (DP-SGD's clipping:
+    #: dpsinkhorn_param's default, and dpgen's per-record image gradient for dpsinkhorn). dpsinkhorn_adv: batch
+    clip_mode: str = "batch"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -178,6 +188,32 @@ class Sinkhorn(GenerativeMethod):
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
         self.last_real_batch = int(real.shape[0])
         return self.divergence(fake, y_fake, real, y_real)
+
+    def record_gradients(self, wrt: torch.Tensor, fake, y_fake, real, y_real, chunk: Optional[int] = None):
+        """Yields (records' indices, their terms g_i [k], d g_i / d ``wrt`` for each of them [k, *wrt.shape])
+        of the record-separable dual bound mean_i g_i (:func:`record_terms`), ``chunk`` records at a time
+        (None: all at once); ``fake`` is a function of ``wrt`` (the generated batch itself, or the code a
+        fixed decode turns into it). A chunk of k records against m generated rows holds k x m costs and
+        k x |wrt| gradients, so the memory stays bounded whatever the batch (a full batch too).
+
+        A record with a non-finite value, or whose term is not finite (a huge value), contributes 0 and is
+        replaced by 0 first: back-propagating 0 through its inf / NaN costs would turn every record's
+        gradient into NaN (the costs of a chunk share one cdist), so a per-record bound C holds."""
+        self._check(fake, real)
+        rf = self.rows(fake, y_fake)
+        rr = self.rows(real, y_real).detach()
+        with torch.no_grad():
+            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
+        rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+        n = rr.shape[0]
+        k = n if chunk is None else max(1, int(chunk))
+        for start in range(0, n, k):
+            idx = slice(start, min(n, start + k))
+            terms = record_terms(rf, rr[idx], self.epsilon_reg) * ok[idx].to(rf.dtype)  # (k,)
+            eye = torch.eye(terms.shape[0], dtype=terms.dtype, device=terms.device)
+            grads = torch.autograd.grad(terms, wrt, grad_outputs=eye, retain_graph=start + k < n,
+                                        is_grads_batched=True)[0]
+            yield idx, terms.detach(), grads
 
 
 #: the adversarial variant's relation: its records are the fixed partitions
@@ -251,11 +287,18 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
 
     accounting_relation = RELATIONS["poisson"]
+    CLIP_MODES = ("batch", "per_sample")
+    PER_RECORD_TEXT = ("per-record image gradients: each real record's gradient of the record-separable dual bound "
+                       "(mean_i g_i, g = c-transform of the zero potential) with respect to the generated batch "
+                       "clipped to C on its own, summed, + N(0, (C sigma)^2) per coordinate, / B, before it flows "
+                       "into the generator (dpgen's DP-Sinkhorn variant: DP-SGD's clipping at the image gradient)")
 
     @classmethod
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_subsampled_gaussian
 
+        if cfg.method.clip_mode == "per_sample":  # per-record clipping: add/remove sensitivity C
+            return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-Sinkhorn (image gradient, per-record clip)")
         return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (image gradient)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
@@ -263,7 +306,17 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: DP-Sinkhorn's accountant assumes Poisson "
                              "sampling; set method.sampling=poisson")
-        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps)
+        self.clip_mode = str(cfg.method.clip_mode)
+        if self.clip_mode not in self.CLIP_MODES:
+            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid for {self.name}: choose one of "
+                             f"{', '.join(self.CLIP_MODES)}")
+        per_record = self.clip_mode == "per_sample"
+        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps,
+                            PerSampleGradientMechanism if per_record else ImageGradientMechanism)
+        if per_record:
+            self.mechanism_text = self.PER_RECORD_TEXT
+        #: per-record gradient norms of the last step before clipping (per_sample; kept in memory)
+        self.last_norms: Optional[torch.Tensor] = None
 
     #: per-sample shape of the tensor the hook sits on (set by ``step``; the report names it)
     release_shape: Optional[tuple] = None
@@ -271,6 +324,14 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     def _hook(self, grad: torch.Tensor) -> torch.Tensor:
         self.last_grad_norm = grad.detach().flatten().norm()  # kept in memory; a tensor: no host sync
         return self.mechanism.privatize(grad, generator=self.rng)
+
+    def _batch_clip_only(self) -> None:
+        """The hook clips the batch gradient as one vector: with clip_mode=per_sample its noise (C sigma) would
+        be half what that needs, so the per-record mode releases through ``step`` only."""
+        if self.clip_mode != "batch":
+            raise ValueError(f"method.clip_mode={self.clip_mode!r}: the per-record image gradient is released by "
+                             "DPSinkhorn.step (release_per_record), not by the batch hook of loss(); use "
+                             "method.clip_mode=batch for the hook")
 
     def privacy_report(self) -> Dict[str, Any]:
         rep = super().privacy_report()
@@ -283,6 +344,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     def loss(self, fake, y_fake, real, y_real, barrier: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The divergence, with the privacy hook on ``barrier`` (default: ``fake`` itself, the
         generator output; section 4.1). ``fake`` must be a fixed, parameter-free function of it."""
+        self._batch_clip_only()
         barrier = fake if barrier is None else barrier
         if not barrier.requires_grad:
             raise ValueError("DP-Sinkhorn needs the generator output (requires_grad) to privatise its gradient")
@@ -292,6 +354,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     def empty_batch_loss(self, fake, barrier: Optional[torch.Tensor] = None) -> torch.Tensor:
         """An empty Poisson batch: the clean image gradient is 0 and the mechanism still releases its
         noise N(0, (2 C sigma)^2) into the generator, as the Poisson analysis assumes."""
+        self._batch_clip_only()
         (fake if barrier is None else barrier).register_hook(self._hook)
         return (fake * 0.0).sum()
 
@@ -304,6 +367,9 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         gen = models["generator"]
         code, y_fake = gen.sample_code(batch.size, device=batch.device)
         self.release_shape = tuple(code.shape[1:])  # shapes are data-independent (no host read)
+        if self.clip_mode == "per_sample":
+            code.backward(self.release_per_record(gen, code, y_fake, batch))
+            return {}
         fake = gen.decode(code)  # every trainable parameter is before ``code``
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
             loss = self.empty_batch_loss(fake, barrier=code)
@@ -311,6 +377,40 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             loss = self.loss(fake, y_fake, batch.real, batch.y, barrier=code)
         loss.backward()
         return {"loss": loss.detach()}
+
+    def release_per_record(self, gen, code: torch.Tensor, y_fake, batch) -> torch.Tensor:
+        """``clip_mode=per_sample``: the released gradient with respect to ``code`` (the generator's
+        ``sample_code`` output, ``gen.decode`` fixed after it), sum_i clip(d g_i / d code, C) +
+        N(0, (C sigma)^2) per coordinate, divided by the expected batch B. Adding or removing one record
+        moves the clipped sum by at most C: sensitivity C, noise multiplier sigma, Algorithm 1's
+        accountant. An empty Poisson batch releases the noise alone."""
+        total = torch.zeros_like(code)
+        if batch.real is not None:
+            n = int(batch.real.shape[0])
+            self.last_real_batch = n
+            c = code.detach().requires_grad_(True)
+            norms = []
+            for _, _, grads in self.record_gradients(c, gen.decode(c), y_fake, batch.real, batch.y,
+                                                     chunk=self.record_chunk(n, code)):
+                clipped, nrm = clip_per_sample([grads], self.mechanism.clip)
+                total = total + clipped[0].sum(0)
+                norms.append(nrm)
+            self.last_norms = torch.cat(norms)  # kept in memory
+        # an empty Poisson batch releases the noise alone
+        (noisy,) = self.mechanism.noise_sum([total], generator=self.rng)
+        return noisy / self.batch_size
+
+    #: floats one chunk of per-record gradients may hold (costs and gradients; about 32 MB in float32)
+    RECORD_CHUNK_FLOATS = 2 ** 23
+
+    def record_chunk(self, n: int, code: torch.Tensor) -> int:
+        """Records per chunk: k with k x (k + |code sample|) x m floats <= RECORD_CHUNK_FLOATS (m generated
+        samples); shapes only, nothing read from the records."""
+        m, per = code.shape[0], math.prod(code.shape[1:])
+        k = max(1, n)
+        while k > 1 and k * (k + per) * m > self.RECORD_CHUNK_FLOATS:
+            k //= 2
+        return k
 
 
 @register("dpsinkhorn_param")
@@ -369,20 +469,9 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
 
         ``batched``: one vmapped backward (default off a CPU) or one backward per record (default on a
         CPU, where it is faster); both give the same gradients."""
-        self._check(fake, real)
-        rf = self.rows(fake, y_fake)
-        rr = self.rows(real, y_real).detach()
-        # a record with a non-finite value, or whose term is not finite (a huge value), contributes 0, and is
-        # replaced by 0 first: back-propagating 0 through its inf / NaN costs would turn every record's
-        # gradient into NaN (the costs of all records share one cdist), so the per-record bound C holds
-        with torch.no_grad():
-            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
-        rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
-        terms = record_terms(rf, rr, self.epsilon_reg) * ok.to(rf.dtype)  # (n,)
-        n = terms.shape[0]
         # d g_i / d fake for every record i at once (rows: the image part; the label part is constant)
-        cot = torch.autograd.grad(terms, fake, grad_outputs=torch.eye(n, dtype=terms.dtype, device=terms.device),
-                                  retain_graph=False, is_grads_batched=True)[0]
+        ((_, terms, cot),) = self.record_gradients(fake, fake, y_fake, real, y_real)
+        n = terms.shape[0]
         if not (fake.device.type != "cpu" if batched is None else batched):
             # one backward per record through the retained graph: on a CPU 1.7x faster than the batched
             # (vmap) backward, whose batching rules for the transposed convolutions cost more than they
@@ -394,7 +483,7 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
                                         is_grads_batched=True)
             grads = [torch.zeros((n, *p.shape), dtype=p.dtype, device=p.device) if g is None else g
                      for p, g in zip(self.params, grads)]
-        return terms.detach(), grads
+        return terms, grads
 
     def private_grads(self, fake, y_fake, real, y_real) -> tuple:
         """(the released parameter gradient, one tensor per parameter; the batch loss, not released)."""
@@ -593,6 +682,9 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
+        if cfg.method.clip_mode != "batch":
+            raise ValueError(f"method.clip_mode={cfg.method.clip_mode!r}: {self.name} clips the partition's image "
+                             "gradient as one vector (appendix D.4); set method.clip_mode=batch")
         k = cfg.method.num_partitions
         self.num_partitions = int(k) if k is not None else max(2, n_private // max(batch_size, 1))
         if self.num_partitions > n_private:

@@ -96,8 +96,12 @@ class PerSampleGradientMechanism(ImageGradientMechanism):
         from dpgen.privacy.clipping import clip_per_sample
 
         clipped, norms = clip_per_sample(grads, self.clip)
-        out = []
-        for c in clipped:
-            noise = torch.randn(c.shape[1:], generator=generator, device=c.device, dtype=c.dtype)
-            out.append(c.sum(0) + self.noise_std * noise)
-        return out, norms
+        return self.noise_sum([c.sum(0) for c in clipped], generator=generator), norms
+
+    def noise_sum(self, sums, generator=None):
+        """The release of sums of per-record gradients each clipped to C (by :func:`clip_per_sample`, e.g.
+        a chunk at a time): N(0, (C sigma)^2) added per coordinate."""
+        import torch
+
+        return [s + self.noise_std * torch.randn(s.shape, generator=generator, device=s.device, dtype=s.dtype)
+                for s in sums]

@@ -75,6 +75,7 @@ def test_claimed_epsilon_is_the_analytic_gaussian():
 
 
 @pytest.mark.parametrize("name,trials", [("dpswd/frame", 600), ("dpsinkhorn/hook", 1000), ("dpsgd", 600),
+                                         ("dpsinkhorn/dct_per_record", 1000),
                                          ("dpswd/dp_mean", 1000), ("local/gaussian", 1000)])
 def test_fast_audit_passes(name, trials):
     (row,) = A.audit_rows([name], trials=trials, seed=123, progress=False)

@@ -137,19 +137,26 @@ def _patch_method(cls, attr, wrap):
     return patch
 
 
-@pytest.mark.parametrize("logger,generator", [("csv", "mlp"), ("tensorboard", "mlp"), ("csv", "dct")])
-def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, generator):
+@pytest.mark.parametrize("logger,generator,clip_mode", [("csv", "mlp", "batch"), ("tensorboard", "mlp", "batch"),
+                                                       ("csv", "dct", "batch"), ("csv", "dct", "per_sample")])
+def test_dpsinkhorn_publishes_no_clean_loss(tmp_path, monkeypatch, logger, generator, clip_mode):
     """Finding 1: the clean Sinkhorn divergence was logged (842.5 on D, 844.8 on D'). ``dct``: the hook on
-    the DCT coefficients (the release replayed there), nothing else differs either."""
-    from dpgen.privacy.image_gradient import ImageGradientMechanism
+    the DCT coefficients (the release replayed there), nothing else differs either. ``per_sample``: the
+    embedded default's per-record image gradient (the clipped sum + noise replayed)."""
+    from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
     from dpgen.tasks import run as run_task
 
     if logger == "tensorboard":
         pytest.importorskip("tensorboard")
     cfg = _cfg("method=dpsinkhorn", "trainer.epochs=null", "trainer.steps=3", "trainer.batch_size=40", "dataset.n_train=40",
-               "trainer.log_every=1", f"logger={logger}", f"model.generator={generator}", "model.dct_size=4")
-    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 40, _patch_method(
-        ImageGradientMechanism, "privatize", lambda rep, orig, self, g, **k: rep(orig(self, g, **k))))
+               "trainer.log_every=1", f"logger={logger}", f"model.generator={generator}", "model.dct_size=4",
+               f"method.clip_mode={clip_mode}")
+    if clip_mode == "per_sample":
+        patch = _patch_method(PerSampleGradientMechanism, "noise_sum",
+                              lambda rep, orig, self, g, **k: rep(orig(self, g, **k)))
+    else:
+        patch = _patch_method(ImageGradientMechanism, "privatize", lambda rep, orig, self, g, **k: rep(orig(self, g, **k)))
+    _assert_same_artefacts(tmp_path, monkeypatch, run_task, cfg, 40, patch)
     rec = json.loads((tmp_path / "D" / "metrics.jsonl").read_text().splitlines()[0])
     assert "loss" not in rec and json.loads((tmp_path / "D" / "metrics.json").read_text())["final_loss"].startswith(
         "withheld")
@@ -325,15 +332,22 @@ def make_method(cfg, *, num_classes, data_dim, n_private, steps, batch_size, ima
     return build(cfg, info, steps, "generation")
 
 
-def test_empty_poisson_batch_still_releases_noise():
+@pytest.mark.parametrize("clip_mode", ["batch", "per_sample"])
+def test_empty_poisson_batch_still_releases_noise(clip_mode):
 
-    cfg = _cfg("method=dpsinkhorn", "model.generator=mlp")
+    cfg = _cfg("method=dpsinkhorn", "model.generator=mlp", f"method.clip_mode={clip_mode}")
     m = make_method(cfg, num_classes=10, data_dim=64, n_private=1000, steps=10, batch_size=50, image_shape=(1, 8, 8))
     m.rng = torch.Generator().manual_seed(0)
     fake = torch.zeros(50, 1, 8, 8, requires_grad=True)
-    m.empty_batch_loss(fake).backward()
-    std = float(fake.grad.std())
-    assert std == pytest.approx(m.mechanism.noise_std, rel=0.1)
+    if clip_mode == "batch":
+        m.empty_batch_loss(fake).backward()
+        std = float(fake.grad.std())
+        assert std == pytest.approx(m.mechanism.noise_std, rel=0.1)
+    else:  # the batch hook's noise would be half what it needs: refused; the step releases instead
+        with pytest.raises(ValueError, match="release_per_record"):
+            m.empty_batch_loss(fake)
+        with pytest.raises(ValueError, match="clip_mode=batch"):
+            m.loss(fake, torch.zeros(50, dtype=torch.long), fake.detach(), torch.zeros(50, dtype=torch.long))
     # through the training step, with the hook on a DCT generator's coefficients
     from types import SimpleNamespace
 
@@ -352,7 +366,9 @@ def test_empty_poisson_batch_still_releases_noise():
     gen.sample_code = keep
     m.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=None, y=None))
     assert seen["code"].shape == (50, 64)
-    assert float(seen["code"].grad.std()) == pytest.approx(m.mechanism.noise_std, rel=0.1)
+    per_record = clip_mode == "per_sample"  # the clipped sum + noise C sigma, divided by the expected batch B
+    expected = m.mechanism.noise_std / (m.batch_size if per_record else 1)
+    assert float(seen["code"].grad.std()) == pytest.approx(expected, rel=0.1)
 
 
 def test_each_sampler_matches_its_accountant():

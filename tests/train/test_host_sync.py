@@ -57,13 +57,17 @@ GENERATION = [
     ["method=dpswd", "task.eval_models=[]"],
     ["method=swd", "task.eval_models=[]"],
     ["method=dpmerf", "task.eval_models=[]"],
-    ["method=dpsinkhorn", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],
+    ["method=dpsinkhorn", "method.clip_mode=batch", "model.generator=mlp", "trainer.batch_size=40",
+     "task.eval_models=[]"],
+    ["method=dpsinkhorn", "method.clip_mode=per_sample", "model.generator=dct", "trainer.batch_size=40",
+     "task.eval_models=[]"],
     ["method=sinkhorn", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],
     ["method=dpsinkhorn_param", "method.clip_mode=batch", "model.generator=mlp", "trainer.batch_size=40", "task.eval_models=[]"],
 ]
 
 
-@pytest.mark.parametrize("overrides", GENERATION, ids=lambda o: o[0].split("=")[1] + ("_batch" if "method.clip_mode=batch" in o else ""))
+@pytest.mark.parametrize("overrides", GENERATION, ids=lambda o: o[0].split("=")[1] + ("_batch" if "method.clip_mode=batch" in o else "")
+                         + ("_per_record" if "method.clip_mode=per_sample" in o else ""))
 def test_generation_steps_read_nothing_on_the_host(overrides, tmp_path, guarded_steps):
     _run(overrides, tmp_path)
     assert guarded_steps["steps"] >= 3  # the guarded step ran (an empty Poisson batch may skip one)
