@@ -137,6 +137,15 @@ class DCTGenerator(ConditionalGenerator):
     def forward(self, z, y=None):
         return self.decode(self.code(z, y))
 
+    def decode_vjp(self, pixel_grad: torch.Tensor) -> torch.Tensor:
+        """The code gradient of a function of ``decode(code)`` whose image gradient is ``pixel_grad``
+        ([..., C, H, W] -> [..., C k k]): ``decode`` is linear with a straight-through clamp, so its
+        vector-Jacobian product is the same fixed matrix for every sample, ``v @ basis^T`` per channel."""
+        c, h, w = self.out_shape
+        lead = pixel_grad.shape[:-3]
+        g = pixel_grad.reshape(*lead, c, h * w) @ self.basis.t().to(pixel_grad.dtype)
+        return g.reshape(*lead, c * self.k * self.k)
+
 
 GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
               "dct": DCTGenerator}

@@ -674,3 +674,25 @@ def test_per_record_mode_is_refused_by_the_adversarial_variant():
     with pytest.raises(ValueError, match="clip_mode='per_sample'.*method.clip_mode=batch"):
         AdversarialDPSinkhorn(_cfg(name="dpsinkhorn_adv", clip_mode="per_sample"), num_classes=10, data_dim=64,
                               n_private=1000, steps=10, batch_size=50)
+
+
+def test_per_record_closed_form_for_the_dct_decode_equals_autograd():
+    """The DCT generator's closed form (2 w_ij (P x_j - P y_i)) gives autograd's per-record code gradients,
+    with clamped pixels, a non-finite record and records of every label."""
+    m, gen = _per_record()
+    real, y = _batch(9, seed=2)
+    real[4].view(-1)[5] = float("inf")
+    torch.manual_seed(3)
+    code, y_fake = gen.sample_code(7)
+    code = code.detach() * 3  # many pixels outside [0, 1]: the straight-through clamp
+    assert (gen.decode(code) != (code.reshape(7, 1, 16) @ gen.basis).reshape(7, 1, 8, 8)).any()
+    (fast,) = list(m.record_code_gradients(gen, code, y_fake, real, y))
+    c = code.clone().requires_grad_(True)
+    ((_, _, slow),) = list(m.record_gradients(c, gen.decode(c), y_fake, real, y))
+    assert fast.shape == slow.shape == (9, 7, 16)
+    # float32 rounding of the costs, amplified by the peaked weights (cost / eps ~ 10^3): <= 4e-4 relative here
+    err = (fast - slow).flatten(1).norm(dim=1)
+    assert (err <= 1e-3 * slow.flatten(1).norm(dim=1) + 1e-6).all(), err
+    assert (fast[4] == 0).all() and fast.abs().sum() > 0
+    chunks = torch.cat(list(m.record_code_gradients(gen, code, y_fake, real, y, chunk=4)))
+    assert torch.allclose(chunks, fast)
