@@ -189,6 +189,13 @@ class Sinkhorn(GenerativeMethod):
         self.last_real_batch = int(real.shape[0])
         return self.divergence(fake, y_fake, real, y_real)
 
+    def finite_records(self, rf: torch.Tensor, rr: torch.Tensor) -> tuple:
+        """(the real rows with every non-finite record replaced by 0, the mask of the finite ones): a record with
+        a non-finite value, or whose term against the generated rows ``rf`` is not finite (a huge value)."""
+        with torch.no_grad():
+            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
+        return torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device)), ok
+
     def record_gradients(self, wrt: torch.Tensor, fake, y_fake, real, y_real, chunk: Optional[int] = None):
         """Yields (records' indices, their terms g_i [k], d g_i / d ``wrt`` for each of them [k, *wrt.shape])
         of the record-separable dual bound mean_i g_i (:func:`record_terms`), ``chunk`` records at a time
@@ -201,10 +208,7 @@ class Sinkhorn(GenerativeMethod):
         gradient into NaN (the costs of a chunk share one cdist), so a per-record bound C holds."""
         self._check(fake, real)
         rf = self.rows(fake, y_fake)
-        rr = self.rows(real, y_real).detach()
-        with torch.no_grad():
-            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
-        rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+        rr, ok = self.finite_records(rf, self.rows(real, y_real).detach())
         n = rr.shape[0]
         k = n if chunk is None else max(1, int(chunk))
         for start in range(0, n, k):
@@ -419,9 +423,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             x = gen.decode(code)
             self._check(x, real)
             rf = self.rows(x, y_fake)
-            rr = self.rows(real, y_real)
-            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf, rr, self.epsilon_reg))
-            rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+            rr, ok = self.finite_records(rf, self.rows(real, y_real))
             d_img = math.prod(x.shape[1:])
             px = gen.decode_vjp(x)  # [m, |code|]
             n = rr.shape[0]
