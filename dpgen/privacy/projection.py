@@ -275,11 +275,19 @@ class StructuredFrame:
         return torch.cat(out, dim=-1).to(rows.dtype)
 
     def matrix(self, dtype=None):
-        """The dense d x k matrix U with ``frame(rows) == rows @ U``."""
+        """The dense d x k matrix U with ``frame(rows) == rows @ U``, column by column: column c of
+        M = D_1 H ... D_R H is M e_c = (e_c^T M^T)^T and M^T = H D_R ... H D_1 (H and D symmetric), so
+        each kept column costs O(d log d) (k of them, not the d rows of an identity)."""
         import torch
 
-        eye = torch.eye(self.d, dtype=torch.float64, device=self.signs.device)
-        u = self(eye)
+        cols = []
+        for j, idx in enumerate(self.keep):
+            y = torch.zeros(len(idx), self.d, dtype=torch.float64, device=self.signs.device)
+            y[torch.arange(len(idx), device=y.device), idx.to(y.device)] = 1.0
+            for s in self.signs[j].flip(0).to(y.device):
+                y = hartley(y) * s
+            cols.append(y.T)
+        u = torch.cat(cols, dim=1)
         return u.to(dtype) if dtype is not None else u
 
 
