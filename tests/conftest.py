@@ -12,6 +12,21 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (``make test`` runs ``-n auto``) each worker gets its share of the cores: torch
+    and the BLAS pools of N workers would otherwise start N x cores threads and oversubscribe them.
+    OMP_NUM_THREADS carries the share to the subprocesses the tests start (a set value wins)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        from dpgen.utils.threads import cores_available
+
+        n = max(1, cores_available() // workers)
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        import torch
+
+        torch.set_num_threads(n)
+
+
 @pytest.fixture
 def outputs_tmp(tmp_path, monkeypatch):
     """Send every result file of the code under test to a temporary folder."""
@@ -96,12 +111,15 @@ def fake_data_root(tmp_path_factory):
 @pytest.fixture(autouse=True, scope="session")
 def _share_the_gpu():
     """On a CUDA machine several pytest workers (and other users) share one GPU: cap what this
-    process may allocate (DPGEN_TEST_GPU_FRACTION, default 0.2 of the card), so a test that needs
-    more fails in place with an out-of-memory error naming it instead of starving its neighbours."""
+    process may allocate (DPGEN_TEST_GPU_FRACTION, default 0.2 of the card, less with more than four
+    xdist workers so that together they fit), so a test that needs more fails in place with an
+    out-of-memory error naming it instead of starving its neighbours."""
     import torch
 
     if torch.cuda.is_available():
-        torch.cuda.set_per_process_memory_fraction(float(os.environ.get("DPGEN_TEST_GPU_FRACTION", "0.2")))
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        default = min(0.2, 0.9 / workers)
+        torch.cuda.set_per_process_memory_fraction(float(os.environ.get("DPGEN_TEST_GPU_FRACTION", default)))
     yield
 
 
