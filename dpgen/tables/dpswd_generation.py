@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from functools import lru_cache
 from typing import Dict, List
 
 from dpgen.config import table_scales
@@ -77,10 +78,17 @@ def run_folder(ds: str, method: str, seed: int, tag: str = ""):
     return _cell(ds, method, [], tag, [seed]).run_dir(seed)
 
 
+@lru_cache(maxsize=None)
+def _method_keys(preset: str) -> frozenset:
+    """The names of the preset's method settings (composed once per process: the table asks per cell and per
+    folder name)."""
+    return frozenset(dir(compose_preset(preset).method))
+
+
 def applicable(preset: str, overrides: List[str]) -> List[str]:
     """The scale's overrides that this preset's method has (``method.k`` means nothing to DP-MERF)."""
-    method = compose_preset(preset).method
-    return [o for o in overrides if not o.startswith("method.") or hasattr(method, o.split("=")[0].split(".")[1])]
+    keys = _method_keys(preset)
+    return [o for o in overrides if not o.startswith("method.") or o.split("=")[0].split(".")[1] in keys]
 
 
 def _cell(ds: str, method: str, scale_overrides: List[str], tag: str, seeds) -> Cell:
