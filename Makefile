@@ -35,7 +35,7 @@ export MPLBACKEND := Agg
 help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies (CPU=1: torch without CUDA libraries)"
 	@echo "run                       python run.py (the main job on the embedded default)"
-	@echo "test / test-slow          pytest (fast) / pytest including slow tests"
+	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
