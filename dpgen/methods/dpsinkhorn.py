@@ -234,6 +234,24 @@ class _PrivateMixin:
     #: batch: only the noisy gradient is released, so the loop never publishes the loss
     publishes_loss = False
 
+    @staticmethod
+    def clip_sensitivity(cfg) -> float:
+        """The add/remove sensitivity of method.clip_mode: per_sample clips each record to C (C), batch clips
+        the batch's gradient as one vector (2C)."""
+        return float(cfg.method.clip) * (1 if cfg.method.clip_mode == "per_sample" else 2)
+
+    def _clip_mode_mechanism(self, cfg):
+        """The Poisson variants' checks (Poisson batches, a known method.clip_mode) and the mechanism class the
+        clip mode selects."""
+        if self.sampling != "poisson":
+            raise ValueError(f"method.sampling={self.sampling!r}: {self.name}'s accountant assumes Poisson "
+                             "sampling; set method.sampling=poisson")
+        self.clip_mode = str(cfg.method.clip_mode)
+        if self.clip_mode not in self.CLIP_MODES:
+            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid for {self.name}: choose one of "
+                             f"{', '.join(self.CLIP_MODES)}")
+        return PerSampleGradientMechanism if self.clip_mode == "per_sample" else ImageGradientMechanism
+
     def _setup_privacy(self, cfg, n_private: int, batch_size: int, sample_rate: float, clip: float,
                        steps: int = 0, mechanism=ImageGradientMechanism) -> None:
         m, p = cfg.method, cfg.privacy
@@ -301,23 +319,15 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
     def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_subsampled_gaussian
 
-        if cfg.method.clip_mode == "per_sample":  # per-record clipping: add/remove sensitivity C
-            return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-Sinkhorn (image gradient, per-record clip)")
-        return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (image gradient)")
+        per_record = cfg.method.clip_mode == "per_sample"
+        return account_subsampled_gaussian(cfg, cls.clip_sensitivity(cfg), "DP-Sinkhorn (image gradient"
+                                           + (", per-record clip)" if per_record else ")"))
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
-        if self.sampling != "poisson":
-            raise ValueError(f"method.sampling={self.sampling!r}: DP-Sinkhorn's accountant assumes Poisson "
-                             "sampling; set method.sampling=poisson")
-        self.clip_mode = str(cfg.method.clip_mode)
-        if self.clip_mode not in self.CLIP_MODES:
-            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid for {self.name}: choose one of "
-                             f"{', '.join(self.CLIP_MODES)}")
-        per_record = self.clip_mode == "per_sample"
-        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps,
-                            PerSampleGradientMechanism if per_record else ImageGradientMechanism)
-        if per_record:
+        mech = self._clip_mode_mechanism(cfg)
+        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps, mech)
+        if self.clip_mode == "per_sample":
             self.mechanism_text = self.PER_RECORD_TEXT
         #: per-record gradient norms of the last step before clipping (per_sample; kept in memory)
         self.last_norms: Optional[torch.Tensor] = None
@@ -463,23 +473,15 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     accounting_relation = RELATIONS["poisson"]
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):  # per-sample clipping: sensitivity C; batch clipping: 2C
+    def accounting_report(cls, cfg, info, steps: int):
         from dpgen.methods.reports import account_subsampled_gaussian
 
-        per_sample = cfg.method.clip_mode == "per_sample"
-        return account_subsampled_gaussian(cfg, cfg.method.clip * (1 if per_sample else 2),
+        return account_subsampled_gaussian(cfg, cls.clip_sensitivity(cfg),
                                            f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
-        if self.sampling != "poisson":
-            raise ValueError(f"method.sampling={self.sampling!r}: the accountant assumes Poisson sampling; "
-                             "set method.sampling=poisson")
-        self.clip_mode = str(cfg.method.clip_mode)
-        if self.clip_mode not in self.CLIP_MODES:
-            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid: choose one of "
-                             f"{', '.join(self.CLIP_MODES)}")
-        mech = PerSampleGradientMechanism if self.clip_mode == "per_sample" else ImageGradientMechanism
+        mech = self._clip_mode_mechanism(cfg)
         self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps, mech)
         self.mechanism_text = (
             "per-record parameter gradients of the record-separable Sinkhorn dual lower bound (mean_i g_i, "
