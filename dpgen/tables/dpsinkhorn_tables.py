@@ -87,27 +87,6 @@ def _f(v) -> Optional[float]:
         return None
 
 
-def _load_generator(cfg, run_dir: Path):
-    """The trained generator of a finished run (its last checkpoint)."""
-    import numpy as np
-    import torch
-
-    from dpgen.data import load_dataset
-    from dpgen.models import generator_from_config
-    from dpgen.utils.device import resolve_device
-
-    ds = load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
-                      **dict(getattr(cfg.dataset, "options", {}) or {}))
-    shape = tuple(ds.shape)
-    num_classes = int(getattr(ds, "num_classes", cfg.dataset.num_classes) or 0)
-    device = resolve_device(cfg.trainer.device)
-    gen = generator_from_config(cfg.model, shape, num_classes).to(device)
-    state = torch.load(run_dir / "checkpoints" / "last.pt", map_location=device, weights_only=False)
-    gen.load_state_dict(state["models"]["generator"])
-    gen.eval()
-    return gen, shape, device, len(ds), int(np.prod(shape))
-
-
 #: a cell's table result beside its run (train + every generation's evaluation), read when the table runs again
 RESULT_FILE = "table_result.json"
 
@@ -139,7 +118,13 @@ def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
 
     collect(m)
     if generations > 1:  # more synthetic sets from the same generator (the paper's "5 generations")
-        gen, shape, device, n, _ = _load_generator(cfg, Path(run_dir))
+        from dpgen.release import load_generator
+        from dpgen.utils.device import resolve_device
+
+        # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
+        device = resolve_device(cfg.trainer.device)
+        _, _, gen, shape, _ = load_generator(Path(run_dir), str(device))
+        n = int(m.get("n_private") or cfg.dataset.n_train)
         for g in range(1, generations):
             c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
             extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}

@@ -540,6 +540,35 @@ def test_table1_runs_chosen_rows_through_the_grid_and_reads_them_back(outputs_tm
         T.row_names(["bogus"])
 
 
+def test_table1_evaluates_more_generations_of_the_evaluated_generator(outputs_tmp, fake_data_root, monkeypatch):
+    """The paper's "5 generations": generations after the first are drawn from the generator the run evaluated
+    (its EMA weights when it kept one), read back from the run's checkpoint."""
+    import torch
+
+    import dpgen.tasks.generation as G
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    seen = []
+    real = G.evaluate_generator
+
+    def spy(cfg, gen, *a, **kw):
+        seen.append({k: v.detach().clone() for k, v in gen.state_dict().items()})
+        return real(cfg, gen, *a, **kw)
+
+    monkeypatch.setattr(G, "evaluate_generator", spy)
+    tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000", "trainer.ema=0.5"]
+    (row,) = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"],
+                      generations=2)
+    assert row["status"] == "ok" and row["generations"] == 2 and "logreg_std" in row
+    state = torch.load(outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_" / "checkpoints" / "last.pt",
+                       weights_only=False)
+    ema = {k.split(".", 1)[1]: v for k, v in state["ema"].items() if k.startswith("generator.")}
+    assert len(seen) == 2 and seen[1].keys() == ema.keys()
+    for k in ema:
+        torch.testing.assert_close(seen[1][k], ema[k])
+        torch.testing.assert_close(seen[0][k], ema[k])  # the run's own evaluation used the same weights
+
+
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
     from dpgen.tables import dpsinkhorn_tables as T
