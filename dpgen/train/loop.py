@@ -202,9 +202,12 @@ def long_run_notice(cfg, task: "Task", steps_left: int, s_per_step: float) -> Op
 
 def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     """Train ``cfg.method`` on ``task``; evaluate; write the run's files. Returns ``metrics.json``."""
+    from dpgen.utils.run_dir import holding_run_dir, run_folder
     from dpgen.utils.threads import ThreadShare
 
-    with ThreadShare(cfg.trainer.threads) as threads:
+    refuse_resume_without_checkpoint(cfg, output_dir)  # before the lock creates the folder
+    # one live process per run folder, however the run was started (the CLI claimed it already)
+    with holding_run_dir(run_folder(output_dir, task.name)), ThreadShare(cfg.trainer.threads) as threads:
         return _fit(cfg, task, output_dir, threads)
 
 
@@ -230,7 +233,6 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     from dpgen.utils.run_dir import start_run_dir
 
     t_start = time.time()
-    refuse_resume_without_checkpoint(cfg, output_dir)
     out = start_run_dir(cfg, output_dir, task.name)  # created, with the run's config.yaml
     t = cfg.trainer
     task.cfg = cfg

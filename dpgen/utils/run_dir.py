@@ -23,6 +23,7 @@ import atexit
 import json
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_NAME = ".lock"
@@ -116,7 +117,40 @@ def claim_run_dir(folder, resume) -> Path:
     raise RunDirBusy(f"no free run folder beside {folder}")
 
 
-__all__ = ["LOCK_NAME", "RunDirBusy", "claim_run_dir"]
+@contextmanager
+def holding_run_dir(folder):
+    """``with holding_run_dir(folder):`` the body runs with ``folder``'s lock, whoever started the run: the CLI
+    (which claimed it already: kept), a table driver or the Python API (``dpgen.tasks.run``; taken here and
+    given back when the body ends). A live holder in another process stops it with :class:`RunDirBusy`
+    before anything is read or written there: two processes never continue one ledger."""
+    folder = Path(folder)
+    lock = folder / LOCK_NAME
+    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), **_slurm_job()})
+    try:
+        held_before = lock.read_text() == me
+    except OSError:
+        held_before = False
+    if not _try_lock(folder):
+        try:
+            holder = lock.read_text()
+        except OSError:
+            holder = "?"
+        raise RunDirBusy(f"run folder {folder} is held by another live run ({holder}): a second process there "
+                         "would continue its ledger twice. Wait for that run to end (a table driver's cell: run "
+                         "each cell in one process), or give this run another folder.")
+    try:
+        yield folder
+    finally:
+        if not held_before:
+            _release(lock, me)
+
+
+__all__ = ["LOCK_NAME", "RunDirBusy", "claim_run_dir", "holding_run_dir"]
+
+
+def run_folder(output_dir, default: str) -> Path:
+    """The run's folder: ``output_dir``, else ``outputs/<default>``."""
+    return Path(output_dir) if output_dir is not None else Path("outputs") / default
 
 
 def start_run_dir(cfg, output_dir, default: str) -> Path:
@@ -126,7 +160,7 @@ def start_run_dir(cfg, output_dir, default: str) -> Path:
 
     from dpgen.utils.io import atomic_write_text
 
-    out = Path(output_dir) if output_dir is not None else Path("outputs") / default
+    out = run_folder(output_dir, default)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)))
     return out

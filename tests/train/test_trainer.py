@@ -1,5 +1,6 @@
 """The shared trainer with DP-SWD: ledger, budget, resume after SIGKILL, NaN, row bounds."""
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -196,6 +197,33 @@ def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
         p.kill()
         p.wait()
     assert claim_run_dir(tmp_path, True) == tmp_path  # the holder died: its lock is stale
+
+
+def test_a_run_started_without_the_cli_takes_the_folder_lock_too(tmp_path):
+    """Table drivers and the Python API train through ``dpgen.tasks.run``, not the CLI: a second process
+    resuming a folder that a live run holds (two shells running the same table cell) is refused before it
+    reads or writes anything there, and a finished in-process run gives the lock back."""
+    from dpgen.tasks import run as run_config
+    from dpgen.utils.run_dir import RunDirBusy
+
+    cfg = _cfg("trainer.epochs=null", "trainer.steps=20", "method.k=50", "method.fake_copies=1", "resume=auto")
+    busy = tmp_path / "busy"
+    p = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
+                          f"claim_run_dir({str(busy)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
+                         cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirBusy, match="held by another live run"):
+            run_config(cfg, busy)
+        assert sorted(x.name for x in busy.iterdir()) == [".lock"]  # no config, ledger or checkpoint written
+    finally:
+        p.kill()
+        p.wait()
+    m = run_config(cfg, busy)  # the holder died: its lock is stale, the run takes it
+    assert m["steps"] == 20 and not (busy / ".lock").exists()
+    with pytest.raises(ValueError, match="holds no checkpoint"):  # a mistyped folder: nothing created
+        run_config(dataclasses.replace(cfg, resume=True), tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()
 
 
 @pytest.mark.parametrize("args,named", [
