@@ -91,9 +91,27 @@ def _f(v) -> Optional[float]:
 RESULT_FILE = "table_result.json"
 
 
-def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
+#: one file per evaluated generation (``<g>.json``), so an interrupted evaluation keeps the generations it finished
+GENERATIONS_DIR = "table_generations"
+
+
+def _config_key(cfg) -> str:
+    """A digest of the composed run config (settings only, nothing computed from records): a generation's saved
+    result is read back only for the config that made it."""
+    import hashlib
+    import json
+
+    text = json.dumps(dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Dict:
     """Train ``cfg`` in ``run_dir`` (or resume it), evaluate ``generations`` synthetic sets of its generator;
-    metrics mean / std and the run's facts, also written to ``run_dir/table_result.json``."""
+    metrics mean / std and the run's facts, also written to ``run_dir/table_result.json``.
+
+    Each generation's metrics are saved as it finishes (``run_dir/table_generations/<g>.json``, atomically), and
+    with ``reuse`` a later call reads them instead of evaluating that generation again: an evaluation interrupted
+    at generation 3 of 5 resumes at generation 3, and asking for more generations evaluates only the new ones."""
     import json
 
     from dpgen.tasks import run as run_config
@@ -101,7 +119,27 @@ def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
     from dpgen.utils.io import atomic_write_text
 
     t0 = time.time()
-    m = run_config(cfg, run_dir)
+    key = _config_key(cfg)
+    gen_dir = Path(run_dir) / GENERATIONS_DIR
+
+    def saved(g: int) -> Optional[Dict]:
+        f = gen_dir / f"{g}.json"
+        if not reuse or not f.exists():
+            return None
+        rec = json.loads(f.read_text())
+        return rec["metrics"] if rec.get("config_key") == key else None
+
+    def save(g: int, metrics: Dict) -> None:
+        gen_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
+                                                             "metrics": metrics}, indent=2, default=str))
+
+    m = saved(0)
+    if m is None:  # train (or resume) the run; its own evaluation is generation 0
+        m = run_config(cfg, run_dir)
+        save(0, m)
+    else:
+        print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
     per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}
     fid_note = None
 
@@ -117,20 +155,27 @@ def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
             fid_note = metrics["fid_missing"]
 
     collect(m)
-    if generations > 1:  # more synthetic sets from the same generator (the paper's "5 generations")
-        from dpgen.release import load_generator
-        from dpgen.utils.device import resolve_device
+    gen = None
+    for g in range(1, generations):  # more synthetic sets from the same generator (the paper's "5 generations")
+        extra = saved(g)
+        if extra is None:
+            if gen is None:
+                from dpgen.release import load_generator
+                from dpgen.utils.device import resolve_device
 
-        # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
-        device = resolve_device(cfg.trainer.device)
-        _, _, gen, shape, _ = load_generator(Path(run_dir), str(device))
-        n = int(m.get("n_private") or cfg.dataset.n_train)
-        for g in range(1, generations):
+                # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
+                device = resolve_device(cfg.trainer.device)
+                _, _, gen, shape, _ = load_generator(Path(run_dir), str(device))
+                n = int(m.get("n_private") or cfg.dataset.n_train)
+            print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
             c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
             extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
             if cfg.task.fid:
                 extra.update(fid_of_generator(c, gen, shape, device))
-            collect(extra)
+            save(g, extra)
+        else:
+            print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
+        collect(extra)
     out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(time.time() - t0, 1),
            "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
            "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if m["privacy"].get("private")
@@ -148,6 +193,15 @@ def evaluate_run(cfg, run_dir: Path, generations: int) -> Dict:
     return out
 
 
+def _read_result(path: Path) -> Optional[Dict]:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str], generations: Optional[int],
               extra_overrides: Sequence[str] = (), reuse: bool = True, collect_only: bool = False) -> List[Dict]:
     sc = SCALES[scale]
@@ -157,8 +211,12 @@ def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str],
         row = dict(spec["row"])
         cell = Cell(spec["run_name"], spec["preset"], f"{sub}/{spec['run_name']}",
                     [*spec.get("overrides", []), *extra_overrides], seed_folders=False, set_seed=False)
-        res = run_cell(cell, common=sc["overrides"], data_root=data_root, reuse=reuse, collect_only=collect_only,
-                       runner=lambda cfg, out: evaluate_run(cfg, out, gens), result_file=RESULT_FILE)
+        # a finished result with fewer generations than asked for is extended (its generations are read back)
+        done = _read_result(Path(cell.run_dir(0)) / RESULT_FILE)
+        extend = bool(done) and int(done.get("generations") or 0) < gens and not collect_only
+        res = run_cell(cell, common=sc["overrides"], data_root=data_root, reuse=reuse and not extend,
+                       collect_only=collect_only, runner=lambda cfg, out: evaluate_run(cfg, out, gens, reuse=reuse),
+                       result_file=RESULT_FILE)
         if res.last:
             row.update({k: v for k, v in res.last.items() if k != "wall_seconds"})
         row["status"] = res.status

@@ -569,6 +569,45 @@ def test_table1_evaluates_more_generations_of_the_evaluated_generator(outputs_tm
         torch.testing.assert_close(seen[0][k], ema[k])  # the run's own evaluation used the same weights
 
 
+def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_data_root, monkeypatch):
+    """Each generation's result is kept as it finishes: an evaluation killed at generation 3 of 3 resumes there
+    (the run is not trained or evaluated again), and asking for more generations than a finished result holds
+    evaluates only the new ones; ``--reuse false`` evaluates every generation again."""
+    import dpgen.tasks.generation as G
+    from dpgen.tables import dpsinkhorn_tables as T
+
+    calls = []
+    real = G.evaluate_generator
+
+    def flaky(cfg, *a, **kw):
+        calls.append(cfg.seed)
+        if len(calls) == 3 and fail["on"]:
+            raise KeyboardInterrupt  # the session ends during the third generation
+        return real(cfg, *a, **kw)
+
+    fail = {"on": True}
+    monkeypatch.setattr(G, "evaluate_generator", flaky)
+    tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000"]
+    kw = dict(data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"])
+    with pytest.raises(KeyboardInterrupt):
+        T.table1("smoke", ["mnist"], generations=3, **kw)
+    run = outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_"
+    assert sorted(p.name for p in (run / T.GENERATIONS_DIR).iterdir()) == ["0.json", "1.json"]
+    assert not (run / T.RESULT_FILE).exists()
+    fail["on"], seed = False, calls[0]
+    calls.clear()
+    (row,) = T.table1("smoke", ["mnist"], generations=3, **kw)
+    assert calls == [seed + 2000]  # generation 3 only: the run and generations 1-2 are read back
+    assert row["status"] == "ok" and row["generations"] == 3
+    calls.clear()
+    (row4,) = T.table1("smoke", ["mnist"], generations=4, **kw)  # the finished result holds 3: one more
+    assert calls == [seed + 3000] and row4["generations"] == 4
+    assert row4["logreg"] != row["logreg"] or row4["logreg_std"] != row["logreg_std"]
+    calls.clear()
+    T.table1("smoke", ["mnist"], generations=2, reuse=False, **kw)
+    assert calls == [seed, seed + 1000]  # nothing read back: the run's own evaluation and generation 2 again
+
+
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
     from dpgen.tables import dpsinkhorn_tables as T
