@@ -1,8 +1,10 @@
 """``make fig-ldp-convergence``: entropic-LDP GAN Figure 5 (section 4.5) on the MNIST of ../shared.
 
-The 8,000 training images of ``dataset=mnist10k``, flattened to 784-D, are privatised once by the
-Gaussian mechanism (l2 ball of radius 16, larger than every MNIST image's norm (max 15.5), so the
-projection changes nothing, as in section 4.3) at several noise scales s. An FC generator (2 hidden
+The 8,000 training images of ``dataset=mnist10k`` (``--dataset mnist``: the full 60,000, the paper's data;
+its files go to ``ldp_convergence_mnist``), flattened to 784-D, are privatised once by the
+Gaussian mechanism (l2 ball of radius 16, a fixed constant: it holds every mnist10k image, so there the
+projection changes nothing, as in section 4.3; the full MNIST has a few images outside it, which are scaled onto
+it, as the mechanism's projection does) at several noise scales s. An FC generator (2 hidden
 layers of 500, 2-D uniform latent, sigmoid output) is trained on each privatised set with three
 losses: the entropic W2 with lambda = 2 s^2 (no debiasing), the exact W2 (POT) and the debiased
 Sinkhorn divergence (same lambda), on mini-batches. Reported per (loss, noise scale):
@@ -29,8 +31,8 @@ import torch
 from dpgen.config import table_scales
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist10k, one_thread, parse_cli, runs_dir,
-                                     w2)
+from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, generate, load_mnist_images, one_thread,
+                                     parse_cli, runs_dir, w2)
 from dpgen.utils.io import save_figure, write_table
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
@@ -42,9 +44,9 @@ COLUMNS = ["loss", "noise_scale", "w2_to_clean", "entropic_w2_to_private", "w2_t
 LR = 1e-3
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True):
+def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k"):
     s = SCALES[scale]
-    xtr, xte = load_mnist10k(data_root)
+    xtr, xte = load_mnist_images(data_root, dataset)
     clean = xtr.reshape(len(xtr), -1)
     ne = s["n_eval"]
     ref_train = clean[:ne].numpy()
@@ -62,7 +64,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
                 target, loss, p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"], lr=LR,
                 optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
                 release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
-                run_dir=runs_dir("ldp_convergence", scale) / f"s{noise:g}_{loss}")
+                run_dir=runs_dir(figure_name("ldp_convergence", dataset), scale) / f"s{noise:g}_{loss}")
             g = generate(gen, ne)
             with torch.no_grad():
                 ent = float(entropic_wasserstein(g, target[:ne], p=2, reg=reg, scaling=0.9))
@@ -75,7 +77,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
     return rows, samples
 
 
-def notes_for(rows, scale):
+def notes_for(rows, scale, dataset="mnist10k"):
     s = SCALES[scale]
     noises = sorted({r["noise_scale"] for r in rows})
     val = {(r["loss"], r["noise_scale"]): r for r in rows}
@@ -83,8 +85,8 @@ def notes_for(rows, scale):
     slopes = {l: np.polyfit(noises, [val[(l, nz)]["w2_to_clean"] for nz in noises], 1)[0] for l in LOSSES}
     ent_best = [min(LOSSES, key=lambda l: val[(l, nz)]["entropic_w2_to_private"]) for nz in noises]
     return [
-        f"Setting ({scale}): mnist10k train (8,000 images, flattened 784-D), Gaussian mechanism on the l2 ball of "
-        f"radius {RADIUS:g} (no image is changed by the projection), noise scales {s['noise']}; FC 2x500 generator, "
+        f"Setting ({scale}): {MNIST_SETS[dataset]}, flattened 784-D, Gaussian mechanism on the l2 ball of "
+        f"radius {RADIUS:g} (a fixed constant; an image outside it is scaled onto it), noise scales {s['noise']}; FC 2x500 generator, "
         f"2-D uniform latent, Adam lr {LR}, {s['steps']} steps of batch {s['batch']}; W2 exact (POT) on "
         f"{s['n_eval']} generated vs {s['n_eval']} clean images. epsilon: per record, diameter sensitivity "
         f"{2 * RADIUS:g}, delta {DELTA:g} (LDP on images needs large epsilon, as the paper says).",
@@ -101,7 +103,7 @@ def notes_for(rows, scale):
     ]
 
 
-def plot(rows, samples):
+def plot(rows, samples, dataset="mnist10k"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,19 +131,20 @@ def plot(rows, samples):
     axes[2].imshow(grid.permute(1, 2, 0).numpy())
     axes[2].set_title(f"samples at s={noise:g}: " + " / ".join(LOSSES) + " (rows)", fontsize=8)
     axes[2].axis("off")
-    fig.suptitle("Entropic-LDP GAN Figure 5 on mnist10k")
+    fig.suptitle(f"Entropic-LDP GAN Figure 5 on {dataset}")
     fig.tight_layout()
     return fig
 
 
 def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES)
+    args = parse_cli(__doc__, argv, SCALES, dataset=True)
     t0 = time.time()
-    rows, samples = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
-    write_table("ldp_convergence", rows, COLUMNS,
-                title=f"Entropic-LDP GAN Figure 5 on mnist10k ({args.scale} scale)",
-                notes=notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    save_figure(plot(rows, samples), "ldp_fig5_convergence")
+    rows, samples = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
+                               dataset=args.dataset)
+    write_table(figure_name("ldp_convergence", args.dataset), rows, COLUMNS,
+                title=f"Entropic-LDP GAN Figure 5 on {args.dataset} ({args.scale} scale)",
+                notes=notes_for(rows, args.scale, args.dataset) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
+    save_figure(plot(rows, samples, args.dataset), figure_name("ldp_fig5_convergence", args.dataset))
     print(f"[dpgen] fig-ldp-convergence ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

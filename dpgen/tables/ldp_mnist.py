@@ -1,6 +1,7 @@
 """``make fig-ldp-mnist``: entropic-LDP GAN Figure 2 (section 4.3) on the MNIST of ../shared.
 
-The 8,000 training images of ``dataset=mnist10k`` are privatised once without ball projection, the
+The 8,000 training images of ``dataset=mnist10k`` (``--dataset mnist``: the full 60,000, the paper's data;
+its files go to ``ldp_mnist_mnist``) are privatised once without ball projection, the
 sensitivity being the largest norm an image in [0, 1]^784 can have (l1: 784 for Laplace, l2: 28
 for Gaussian), as section 4.3 does (we use the diameter 2r, the correct LDP sensitivity, where the
 paper's text uses r). Columns of the figure, per mechanism:
@@ -28,8 +29,8 @@ from dpgen.config import table_scales
 from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (fit_generator, fit_on_release, generate, load_mnist10k, one_thread, parse_cli,
-                                     runs_dir, w2)
+from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, fit_on_release, generate, load_mnist_images,
+                                     one_thread, parse_cli, runs_dir, w2)
 from dpgen.utils.io import save_figure, write_table
 
 DELTA = 1e-5
@@ -39,9 +40,9 @@ COLUMNS = ["mechanism", "noise_scale", "epsilon", "delta", "column", "w2_to_clea
 COLS = ("raw", "privatised", "wavelet_denoised", "wp_gan", "wavelet_wgan_gp", "entropic_wp_gan")
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True):
+def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k"):
     s = SCALES[scale]
-    xtr, xte = load_mnist10k(data_root)
+    xtr, xte = load_mnist_images(data_root, dataset)
     ne = s["n_eval"]
     ref = xte[:ne].reshape(ne, -1).numpy()
     rows, pics = [], {}
@@ -77,19 +78,19 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
                 lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
                 release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": RADIUS[mech],
                          "method.project": "false"},
-                run_dir=runs_dir("ldp_mnist", scale) / f"{mech}_{kind}")
+                run_dir=runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_{kind}")
             add(col, generate(gen, ne), f"{kind} p={p}" + (f" lambda={reg:.3g}" if kind == "entropic" else "")
                 + f", {s['steps']} steps of batch {s['batch']}", sec)
         gen, sec, _ = fit_on_release(den_t, [  # WGAN-GP's paper settings: Adam lr 1e-4, betas (0.5, 0.9)
-            "method=wgan_gp", "dataset=mnist10k", "task.eval_models=[]", "model.generator=dcgan28", "model.code_dim=100",
+            "method=wgan_gp", f"dataset={dataset}", "task.eval_models=[]", "model.generator=dcgan28", "model.code_dim=100",
             "trainer.epochs=null", f"trainer.steps={s['wgan_steps']}", "trainer.batch_size=64", "trainer.lr=1e-4",
             "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
-            f"trainer.checkpoint_every={s['wgan_steps']}"], runs_dir("ldp_mnist", scale) / f"{mech}_wgan_gp", progress)
+            f"trainer.checkpoint_every={s['wgan_steps']}"], runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
     return rows, pics
 
 
-def plot(pics):
+def plot(pics, dataset="mnist10k"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,15 +104,15 @@ def plot(pics):
             axes[i, j].imshow(grid.permute(1, 2, 0).numpy())
             axes[i, j].axis("off")
             axes[i, j].set_title(f"{mech}\n{col}" if j == 0 else col, fontsize=7)
-    fig.suptitle("Entropic-LDP GAN Figure 2 on mnist10k")
+    fig.suptitle(f"Entropic-LDP GAN Figure 2 on {dataset}")
     fig.tight_layout()
     return fig
 
 
-def notes_for(rows, scale):
+def notes_for(rows, scale, dataset="mnist10k"):
     s = SCALES[scale]
     val = {(r["mechanism"], r["column"]): r["w2_to_clean"] for r in rows}
-    notes = [f"Setting ({scale}): mnist10k train (8,000), noise scale {s['noise']} for both mechanisms, dcgan28 "
+    notes = [f"Setting ({scale}): {MNIST_SETS[dataset]}, noise scale {s['noise']} for both mechanisms, dcgan28 "
              f"generators, {s['steps']} steps (entropic / W_p, Adam lr 1e-3, batch {s['batch']}), WGAN-GP "
              f"{s['wgan_steps']} generator steps; W2 exact on {s['n_eval']} images vs as many held-out clean images.",
              "Paper (Figure 2, images only): wavelet denoising cannot recover the digits, GANs with the plain W_p or "
@@ -124,12 +125,14 @@ def notes_for(rows, scale):
 
 
 def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES)
+    args = parse_cli(__doc__, argv, SCALES, dataset=True)
     t0 = time.time()
-    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
-    write_table("ldp_mnist", rows, COLUMNS, title=f"Entropic-LDP GAN Figure 2 on mnist10k ({args.scale} scale)",
-                notes=notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    save_figure(plot(pics), "ldp_fig2_mnist")
+    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
+                            dataset=args.dataset)
+    write_table(figure_name("ldp_mnist", args.dataset), rows, COLUMNS,
+                title=f"Entropic-LDP GAN Figure 2 on {args.dataset} ({args.scale} scale)",
+                notes=notes_for(rows, args.scale, args.dataset) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
+    save_figure(plot(pics, args.dataset), figure_name("ldp_fig2_mnist", args.dataset))
     print(f"[dpgen] fig-ldp-mnist ({args.scale}) took {time.time() - t0:.1f} s")
     return rows
 

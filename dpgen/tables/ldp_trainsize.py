@@ -19,7 +19,7 @@ import torch
 from dpgen.config import table_scales
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist10k, one_thread, parse_cli, runs_dir,
+from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist_images, one_thread, parse_cli, runs_dir,
                                      w2)
 from dpgen.utils.io import save_figure, write_table
 
@@ -31,7 +31,7 @@ COLUMNS = ["n", "noise_scale", "epsilon", "w2_to_train", "w2_to_test", "steps", 
 
 def compute(scale="smoke", data_root=None, seed=0, progress=True):
     s = SCALES[scale]
-    xtr, xte = load_mnist10k(data_root)
+    xtr, xte = load_mnist_images(data_root)
     clean = xtr.reshape(len(xtr), -1).numpy()
     ne = s["n_eval"]
     ref_test = xte.reshape(len(xte), -1)[:ne].numpy()
