@@ -22,6 +22,9 @@ whose files are absent gives rows whose status says why. The paper's numbers
         [--rows Non_priv_Sinkhorn DP_MERF_baseline] [--reuse false] [--collect-only]
 
 A finished run (its ``table_result.json``) is read instead of trained again; an interrupted one resumes.
+Each generation's evaluation is kept as it finishes (``<run>/table_generations/<g>.json``): an evaluation
+interrupted at generation 3 of 5 resumes at generation 3, and ``--generations 5`` on a cell that holds fewer
+evaluates only the missing ones (``--reuse false``: all again).
 """
 
 from __future__ import annotations
