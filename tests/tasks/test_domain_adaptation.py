@@ -39,8 +39,9 @@ def da_root(tmp_path_factory):
     rng = np.random.default_rng(0)
     raw = root / "MNIST" / "raw"
     raw.mkdir(parents=True)
-    write_idx(raw / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (60, 28, 28), dtype=np.uint8))
-    write_idx(raw / "t10k-labels-idx1-ubyte.gz", (np.arange(60) % 10).astype(np.uint8))
+    for prefix in ("t10k", "train"):  # U-M's target is the test split, M-U's source the train split (the paper's)
+        write_idx(raw / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (60, 28, 28), dtype=np.uint8))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte.gz", (np.arange(60) % 10).astype(np.uint8))
     (root / "usps").mkdir()
     with h5py.File(root / "usps" / "usps.h5", "w") as f:
         for split, n in (("train", 50), ("test", 20)):
