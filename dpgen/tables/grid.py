@@ -5,6 +5,9 @@ an extraction that turns each :class:`CellResult` into the row's columns. :func:
 cell the same way for every table:
 
 * each seed in its own folder under ``outputs/runs/`` (two cells never share one);
+* a run folder holds the cell's run only: one made there with other settings (an older preset, other
+  overrides; :data:`NEUTRAL_SETTINGS` aside) stops the table with an error naming the settings, instead of
+  being read as the cell's result or resumed with the new ones;
 * a finished run (its result file, ``metrics.json`` by default) is read instead of run again
   (``reuse``; without it the run resumes at its end and is evaluated again: a run folder's budget is
   never spent twice), and an interrupted one resumes from its checkpoint, ledger included (``resume=auto``),
@@ -101,6 +104,48 @@ def compose_cell(cell: Cell, seed: int, common: Sequence[str] = (), data_root: O
     return compose_preset(cell.preset, ov) if cell.preset else compose_config(ov)
 
 
+#: settings that do not change a run's result (where and how fast it runs): a finished run made with other
+#: values of these is still the cell's run
+NEUTRAL_SETTINGS = ("trainer.threads", "trainer.progress", "trainer.device", "dataset.data_root", "resume", "logger")
+
+
+def _flat(d, prefix: str = "") -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def changed_settings(cfg, run_dir: Path) -> List[str]:
+    """``key: old -> new`` for each setting of ``cfg`` that differs from the ``config.yaml`` of the run already in
+    ``run_dir`` (none when there is no run there; settings the older file lacks and :data:`NEUTRAL_SETTINGS`
+    are not compared)."""
+    from omegaconf import OmegaConf
+
+    f = Path(run_dir) / "config.yaml"
+    if not f.exists():
+        return []
+    old = _flat(OmegaConf.to_container(OmegaConf.load(f)))
+    new = _flat(OmegaConf.to_container(OmegaConf.create(OmegaConf.to_yaml(OmegaConf.structured(cfg)))))
+    neutral = lambda k: any(k == n or k.startswith(n + ".") for n in NEUTRAL_SETTINGS)  # noqa: E731
+    return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in sorted(new) if k in old and old[k] != new[k] and not neutral(k)]
+
+
+def refuse_changed_settings(cfg, run_dir: Path) -> None:
+    """A table cell's folder holds one run: a run made there with other settings (an older preset, other
+    overrides) is neither read as this cell's result nor continued with the new settings."""
+    diff = changed_settings(cfg, run_dir)
+    if diff:
+        shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
+        raise ValueError(f"{run_dir} holds a run made with other settings than this cell's ({shown}): its result "
+                         "is not this cell's, and resuming it would mix the two. Remove that folder to run the cell "
+                         "afresh (or move it away to keep it), or run with the settings it was made with.")
+
+
 def _check_data(cfg) -> None:
     """Raise FileNotFoundError when the run's data files are absent (what a run would raise first)."""
     if cfg.task.name == "domain_adaptation":
@@ -125,11 +170,12 @@ def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = 
         for seed in cell.seeds:
             out = cell.run_dir(seed)
             done = out / result_file
+            cfg = compose_cell(cell, seed, common, data_root)
+            refuse_changed_settings(cfg, out)
             if (reuse or collect_only) and done.exists():
                 m = json.loads(done.read_text())
                 print(f"[dpgen] {cell.name} seed {seed}: reusing the finished run in {out}", flush=True)
             else:
-                cfg = compose_cell(cell, seed, common, data_root)
                 if collect_only:
                     _check_data(cfg)  # "skipped" when the data are absent, else "not run yet"
                     res.missing.append(seed)

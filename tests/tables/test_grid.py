@@ -41,6 +41,28 @@ def test_each_seed_has_its_own_folder_and_finished_runs_are_read(outputs_tmp, fa
     assert len(calls) == 4
 
 
+def test_a_folder_holding_a_run_made_with_other_settings_is_named_not_read(outputs_tmp, fake_data_root):
+    """A cell's folder whose run was made with other settings (an older preset or other overrides) is neither
+    read as the cell's result nor resumed with the new settings: the error names the settings. Where and how fast
+    it ran (threads, data_root, progress) do not count."""
+    from omegaconf import OmegaConf
+
+    def runner(cfg, out):  # what the loop writes: the composed config beside the result
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        (out / "metrics.json").write_text(json.dumps({"acc": 1.0}))
+        return {"acc": 1.0}
+
+    cell = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=3", "trainer.threads=1"])
+    run_cell(cell, data_root=str(fake_data_root), runner=runner)
+    same = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=3", "trainer.threads=2"])
+    assert run_cell(same, data_root="/elsewhere", runner=runner, collect_only=True).status == "ok"
+    other = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=4"])
+    for kw in ({}, {"collect_only": True}, {"reuse": False}):
+        with pytest.raises(ValueError, match=r"other settings than this cell's \(trainer.steps: 3 -> 4\)"):
+            run_cell(other, data_root=str(fake_data_root), runner=runner, **kw)
+
+
 def test_collect_only_runs_nothing_and_names_the_missing_seeds(outputs_tmp, fake_data_root):
     calls = []
     cell = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", seeds=[0, 1, 2])
