@@ -1,5 +1,6 @@
 """The shared trainer with DP-SWD: ledger, budget, resume after SIGKILL, NaN, row bounds."""
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -182,20 +183,27 @@ def test_two_runs_started_together_write_two_folders(tmp_path):
         assert not (tmp_path / name / ".lock").exists()  # given back at exit
 
 
-def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
-    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
-
-    p = subprocess.Popen([sys.executable, "-c", "import sys, time; from dpgen.utils.run_dir import claim_run_dir; "
-                          f"claim_run_dir({str(tmp_path)!r}, False); print('held', flush=True); time.sleep(60)"],
+@contextlib.contextmanager
+def _held_by_another_process(folder):
+    """While open, a live process other than this one holds ``folder``'s run lock (killed at exit)."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
+                          f"claim_run_dir({str(folder)!r}, False); print('held', flush=True); time.sleep(60)"],
                          cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "held"
-        with pytest.raises(RunDirBusy, match="held by another live run"):
-            claim_run_dir(tmp_path, "auto")
-        assert claim_run_dir(tmp_path, False) == tmp_path.with_name(tmp_path.name + "-1")
+        yield
     finally:
         p.kill()
         p.wait()
+
+
+def test_resume_refuses_a_folder_a_live_run_holds(tmp_path):
+    from dpgen.utils.run_dir import RunDirBusy, claim_run_dir
+
+    with _held_by_another_process(tmp_path):
+        with pytest.raises(RunDirBusy, match="held by another live run"):
+            claim_run_dir(tmp_path, "auto")
+        assert claim_run_dir(tmp_path, False) == tmp_path.with_name(tmp_path.name + "-1")
     assert claim_run_dir(tmp_path, True) == tmp_path  # the holder died: its lock is stale
 
 
@@ -208,17 +216,10 @@ def test_a_run_started_without_the_cli_takes_the_folder_lock_too(tmp_path):
 
     cfg = _cfg("trainer.epochs=null", "trainer.steps=20", "method.k=50", "method.fake_copies=1", "resume=auto")
     busy = tmp_path / "busy"
-    p = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
-                          f"claim_run_dir({str(busy)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
-                         cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "held"
+    with _held_by_another_process(busy):
         with pytest.raises(RunDirBusy, match="held by another live run"):
             run_config(cfg, busy)
         assert sorted(x.name for x in busy.iterdir()) == [".lock"]  # no config, ledger or checkpoint written
-    finally:
-        p.kill()
-        p.wait()
     m = run_config(cfg, busy)  # the holder died: its lock is stale, the run takes it
     assert m["steps"] == 20 and not (busy / ".lock").exists()
     with pytest.raises(ValueError, match="holds no checkpoint"):  # a mistyped folder: nothing created
