@@ -146,8 +146,15 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}
     fid_note = None
 
-    def collect(metrics):
+    collected = []
+
+    def collect(metrics):  # and a line per generation: the tables run without progress bars
         nonlocal fid_note
+        collected.append(metrics)
+        got = [f"{k} {r['test_acc']:.2f} %" + (f" ({r['time_s']:.0f} s)" if r.get("time_s") is not None else "")
+               for k, r in (metrics.get("downstream") or {}).items() if isinstance(r, dict) and "test_acc" in r]
+        print(f"[dpgen] generation {len(collected)} of {generations}: " + (", ".join(got) or "no classifier"),
+              flush=True)
         for k in ("logreg", "mlp", "cnn"):
             r = (metrics.get("downstream") or {}).get(k)
             if isinstance(r, dict) and "test_acc" in r:
