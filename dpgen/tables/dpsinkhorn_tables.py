@@ -125,22 +125,28 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     key = _config_key(cfg)
     gen_dir = Path(run_dir) / GENERATIONS_DIR
 
+    wall = [0.0]  # the generations' own wall times (the first one's includes training): the cell's wall time
+
     def saved(g: int) -> Optional[Dict]:
         f = gen_dir / f"{g}.json"
         if not reuse or not f.exists():
             return None
         rec = json.loads(f.read_text())
-        return rec["metrics"] if rec.get("config_key") == key else None
+        if rec.get("config_key") != key:
+            return None
+        wall[0] += float(rec.get("wall_s") or 0.0)
+        return rec["metrics"]
 
-    def save(g: int, metrics: Dict) -> None:
+    def save(g: int, metrics: Dict, since: float) -> None:
         gen_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
-                                                             "metrics": metrics}, indent=2, default=str))
+        wall[0] += time.time() - since
+        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g, "wall_s": round(
+            time.time() - since, 1), "metrics": metrics}, indent=2, default=str))
 
     m = saved(0)
     if m is None:  # train (or resume) the run; its own evaluation is generation 0
         m = run_config(cfg, run_dir)
-        save(0, m)
+        save(0, m, t0)
     else:
         print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
     per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}
@@ -178,15 +184,16 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
                 _, _, gen, shape, _ = load_generator(Path(run_dir), str(device))
                 n = int(m.get("n_private") or cfg.dataset.n_train)
             print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
+            t_g = time.time()
             c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
             extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
             if cfg.task.fid:
                 extra.update(fid_of_generator(c, gen, shape, device))
-            save(g, extra)
+            save(g, extra, t_g)
         else:
             print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
         collect(extra)
-    out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(time.time() - t0, 1),
+    out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(wall[0], 1),
            "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
            "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if m["privacy"].get("private")
            else "inf", "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}

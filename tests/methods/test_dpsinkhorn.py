@@ -1,6 +1,7 @@
 """DP-Sinkhorn: the loss, the image-gradient mechanism inside the method, Poisson batches, the
 variants, the generators, the trainer's edge cases and the tables' smoke runs."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -599,6 +600,9 @@ def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_
     (row,) = T.table1("smoke", ["mnist"], generations=3, **kw)
     assert calls == [seed + 2000]  # generation 3 only: the run and generations 1-2 are read back
     assert row["status"] == "ok" and row["generations"] == 3
+    # the cell's wall time is its generations' own (the first one's includes training), read back ones included
+    walls = [json.loads((run / T.GENERATIONS_DIR / f"{g}.json").read_text())["wall_s"] for g in range(3)]
+    assert walls[0] > 0 and row["wall_s"] == pytest.approx(sum(walls), abs=0.2)
     calls.clear()
     (row4,) = T.table1("smoke", ["mnist"], generations=4, **kw)  # the finished result holds 3: one more
     assert calls == [seed + 3000] and row4["generations"] == 4
