@@ -43,6 +43,27 @@ def parse_cli(doc: str, argv, scales, data_root: bool = True, dataset: bool = Fa
     return ap.parse_args(argv)
 
 
+def run_mnist_figure(doc: str, argv, scales, compute, notes_for, plot, columns, table: str, figure: str, title: str,
+                     command: str):
+    """The ``main`` of the MNIST figures (2 and 5): parse ``--scale --dataset --data-root --seed``, ``compute``
+    on one thread (``(rows, pictures)``), write ``table`` (``_<dataset>`` beside the mnist10k stand-in's) with
+    ``columns`` and ``notes_for``'s notes plus the wall time, and ``plot(rows, pictures, dataset)``'s figure."""
+    import time
+
+    from dpgen.utils.io import save_figure, write_table
+
+    args = parse_cli(doc, argv, scales, dataset=True)
+    t0 = time.time()
+    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
+                            dataset=args.dataset)
+    write_table(figure_name(table, args.dataset), rows, columns,
+                title=f"{title} on {args.dataset} ({args.scale} scale)",
+                notes=notes_for(rows, args.scale, args.dataset) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
+    save_figure(plot(rows, pics, args.dataset), figure_name(figure, args.dataset))
+    print(f"[dpgen] {command} ({args.scale}) took {time.time() - t0:.1f} s")
+    return rows
+
+
 def one_thread(fn, *args, **kwargs):
     """Run ``fn`` on one torch thread (the machines these run on are shared), then restore."""
     n = torch.get_num_threads()

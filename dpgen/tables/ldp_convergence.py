@@ -23,17 +23,14 @@ minimise the entropic distance to the privatised data. Writes outputs/tables/ldp
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
 from dpgen.config import table_scales
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, generate, load_mnist_images, one_thread,
-                                     parse_cli, runs_dir, w2)
-from dpgen.utils.io import save_figure, write_table
+from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, generate, load_mnist_images,
+                                     run_mnist_figure, runs_dir, w2)
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 RADIUS = 16.0
@@ -137,16 +134,8 @@ def plot(rows, samples, dataset="mnist10k"):
 
 
 def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES, dataset=True)
-    t0 = time.time()
-    rows, samples = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
-                               dataset=args.dataset)
-    write_table(figure_name("ldp_convergence", args.dataset), rows, COLUMNS,
-                title=f"Entropic-LDP GAN Figure 5 on {args.dataset} ({args.scale} scale)",
-                notes=notes_for(rows, args.scale, args.dataset) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    save_figure(plot(rows, samples, args.dataset), figure_name("ldp_fig5_convergence", args.dataset))
-    print(f"[dpgen] fig-ldp-convergence ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
+    return run_mnist_figure(__doc__, argv, SCALES, compute, notes_for, plot, COLUMNS, "ldp_convergence",
+                            "ldp_fig5_convergence", "Entropic-LDP GAN Figure 5", "fig-ldp-convergence")
 
 
 if __name__ == "__main__":

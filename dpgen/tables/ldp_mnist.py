@@ -29,9 +29,8 @@ from dpgen.config import table_scales
 from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, fit_on_release, generate, load_mnist_images,
-                                     one_thread, parse_cli, runs_dir, w2)
-from dpgen.utils.io import save_figure, write_table
+from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, fit_on_release, generate,
+                                     load_mnist_images, run_mnist_figure, runs_dir, w2)
 
 DELTA = 1e-5
 RADIUS = {"laplace": 784.0, "gaussian": 28.0}  # max l1 / l2 norm of an image in [0, 1]^784
@@ -125,16 +124,8 @@ def notes_for(rows, scale, dataset="mnist10k"):
 
 
 def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES, dataset=True)
-    t0 = time.time()
-    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
-                            dataset=args.dataset)
-    write_table(figure_name("ldp_mnist", args.dataset), rows, COLUMNS,
-                title=f"Entropic-LDP GAN Figure 2 on {args.dataset} ({args.scale} scale)",
-                notes=notes_for(rows, args.scale, args.dataset) + [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."])
-    save_figure(plot(pics, args.dataset), figure_name("ldp_fig2_mnist", args.dataset))
-    print(f"[dpgen] fig-ldp-mnist ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
+    return run_mnist_figure(__doc__, argv, SCALES, compute, notes_for, lambda rows, pics, ds: plot(pics, ds), COLUMNS,
+                            "ldp_mnist", "ldp_fig2_mnist", "Entropic-LDP GAN Figure 2", "fig-ldp-mnist")
 
 
 if __name__ == "__main__":
