@@ -14,7 +14,9 @@ writes into ``<run>/release/`` (or ``out=DIR``), atomically:
 With the default ``seed`` (the run's ``seed + 2``) and ``n`` equal to the run's ``task.n_synthetic``, the
 released set is the one the run's own evaluation trained its classifiers on, so ``python run.py
 task=evaluate task.synthetic=<run>/release/synthetic.npz dataset=<the run's dataset> seed=<the run's seed>``
-gives the training-time accuracy again (same device). A run whose guarantee does not hold (a non-private
+gives the training-time accuracy again. The samples depend on the device's random generator, so the
+release samples on the device the run trained on (``metrics.json``'s ``device``) when this machine has it,
+else on the CPU, and the datasheet says whether the set is the training-time one. A run whose guarantee does not hold (a non-private
 method, ``guarantee_holds: false``) is refused unless ``allow_non_private=true``.
 """
 
@@ -135,7 +137,9 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
     p = metrics.get("privacy") or {}
     ds = metrics.get("downstream") or {}
     acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v}
-    same = n == ds.get("n_synthetic") and seed == int(cfg.seed) + 2
+    # the same n, seed and device type draw the same samples (a CUDA and a CPU generator differ)
+    same = (n == ds.get("n_synthetic") and seed == int(cfg.seed) + 2
+            and torch.device(device).type == torch.device(metrics.get("device") or "cpu").type)
     return {
         "what": "a synthetic data set sampled from a generator trained with dpgen; sampling is post-processing of "
                 "the generator, so the set carries the run's privacy guarantee and no more",
@@ -187,8 +191,8 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",
          ", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured"),
-        ("the training-time evaluation set", "yes (same n, seed; same device gives the same samples)"
-         if sheet["is_the_training_time_evaluation_set"] else "no (another n or seed)"),
+        ("the training-time evaluation set", "yes (the same n, seed and device as the run's evaluation)"
+         if sheet["is_the_training_time_evaluation_set"] else "no (another n, seed or device)"),
     ]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     lines += ["", "Evaluate the set with the papers' protocol (classifiers trained on it, tested on the real test "
@@ -197,12 +201,23 @@ def _markdown(sheet: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, device: str = "cpu",
+def sampling_device(metrics: Dict[str, Any]) -> str:
+    """The device a release samples on by default: the run's own (its evaluation drew its set there) when
+    this machine has it, else the CPU."""
+    trained = torch.device(metrics.get("device") or "cpu")
+    return "cuda" if trained.type == "cuda" and torch.cuda.is_available() else "cpu"
+
+
+def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, device: Optional[str] = None,
             allow_non_private: bool = False) -> Dict[str, Any]:
-    """Write the release of ``run`` (see the module doc); returns the datasheet."""
+    """Write the release of ``run`` (see the module doc); returns the datasheet. ``device=None``: the
+    run's own device where available (:func:`sampling_device`)."""
     from dpgen.utils.io import atomic_write_bytes, atomic_write_text
 
     run = Path(run)
+    if device is None:
+        mf = run / "metrics.json"
+        device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
     cfg, metrics, gen, shape, k = load_generator(run, device)
     p = metrics.get("privacy") or {}
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
@@ -249,7 +264,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         sheet = release(run, n=int(opts["n"]) if "n" in opts else None,
                         seed=int(opts["seed"]) if "seed" in opts else None, out=opts.get("out"),
-                        device=opts.get("device", "cpu"),
+                        device=opts.get("device"),
                         allow_non_private=opts.get("allow_non_private", "false").lower() in ("1", "true", "yes"))
     except (ReleaseError, ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"dpgen: error: {e}", file=sys.stderr)

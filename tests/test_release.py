@@ -81,3 +81,25 @@ def test_evaluate_refuses_a_bad_set(run_cli, tmp_path):
     assert code == 2 and "needs arrays x (samples) and y" in out
     code, out = run_cli("task=evaluate", f"task.synthetic={tmp_path / 'none.npz'}", "dataset=digits")
     assert code == 2 and "no such file" in out and "dpgen sample" in out
+
+
+def test_a_release_samples_on_the_device_the_run_evaluated_on(run_cli, tmp_path, monkeypatch):
+    """A CUDA and a CPU random generator draw different samples: a run trained (and evaluated) on CUDA is
+    released on CUDA where there is one, and a release on another device says it is not the training-time
+    set (it claimed it was, and task=evaluate gave another accuracy on a CUDA node)."""
+    code, out = run_cli("method=dpsinkhorn", *QUICK, "task.eval_models=[logreg]")
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+    metrics = json.loads((run / "metrics.json").read_text())
+    here = metrics["device"]
+    assert release.sampling_device(metrics) == ("cuda" if here.startswith("cuda") else "cpu")
+    sheet = release.release(run, out=tmp_path / "own")  # the default: the run's device
+    assert sheet["device"] == release.sampling_device(metrics) and sheet["is_the_training_time_evaluation_set"]
+    # a run evaluated on CUDA, released on a machine without one: sampled on the CPU, and said to differ
+    metrics["device"] = "cuda:0"
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert release.sampling_device(metrics) == "cpu"
+    sheet = release.release(run, out=tmp_path / "cpu")
+    assert sheet["device"] == "cpu" and not sheet["is_the_training_time_evaluation_set"]
+    assert "no (another n, seed or device)" in (tmp_path / "cpu" / "DATASHEET.md").read_text()
