@@ -23,8 +23,10 @@ def _write_blocks(tmp_path: Path) -> dict:
 
 
 def _bash(script: str, cwd: Path) -> None:
+    # the checkout first, then the caller's path (a machine whose packages are on PYTHONPATH keeps them)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     r = subprocess.run(["bash", script], cwd=cwd, capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "DPGEN_ROOT": str(ROOT), "PYTHONPATH": str(ROOT),  # `python` = this one
+                       env={**os.environ, "DPGEN_ROOT": str(ROOT), "PYTHONPATH": path,  # `python` = this one
                             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -177,11 +177,13 @@ _LOGREG_ITERS = 300
 
 
 def estimate_seconds(models: Sequence[str], n: int, image_shape: Sequence[int], max_epochs: int,
-                     gflops_per_thread: float = 60.0) -> float:
+                     gflops_per_thread: float = 60.0, device="cpu") -> float:
     """A rough upper estimate of :func:`evaluate_downstream`'s time on a CPU (every epoch run), for the
-    long-run notice. On CUDA it is pessimistic."""
+    long-run notice. An evaluation on another device (CUDA) is not estimated: 0.0. What counts is the
+    device the evaluation runs on, not whether the machine has a GPU (``trainer.device=cpu`` on a GPU node
+    is estimated)."""
     threads = max(1, torch.get_num_threads())
-    if torch.cuda.is_available():
+    if torch.device(device).type != "cpu":
         return 0.0
     rate = gflops_per_thread * 1e9 * threads
     total = 0.0

@@ -152,8 +152,9 @@ def runs_dir(table: str, scale: str) -> Path:
 
 @torch.no_grad()
 def generate(gen, n: int, seed: int = 123) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.cat([gen.sample(min(1000, n - i), generator=g)[0] for i in range(0, n, 1000)])
+    """``n`` samples of ``gen``, drawn on its own device (a CUDA model needs a CUDA random generator), on the CPU."""
+    g = torch.Generator(device=next(gen.parameters()).device).manual_seed(seed)
+    return torch.cat([gen.sample(min(1000, n - i), generator=g)[0].cpu() for i in range(0, n, 1000)])
 
 
 def w2(x, y) -> float:

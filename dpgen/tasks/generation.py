@@ -101,12 +101,14 @@ class GenerationTask(Task):
 
     def evaluation_estimate(self, cfg):
         from dpgen.eval.downstream import estimate_seconds
+        from dpgen.utils.device import resolve_device
 
         models = list(cfg.task.eval_models or [])
         if not models:
             return 0.0, ""
         n_syn = n_synthetic(cfg.task, self.n_private)
-        secs = estimate_seconds(models, n_syn, self.shape, cfg.task.eval_max_epochs)
+        secs = estimate_seconds(models, n_syn, self.shape, cfg.task.eval_max_epochs,
+                                device=resolve_device(cfg.trainer.device))
         names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
         return secs, (f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
                       f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")

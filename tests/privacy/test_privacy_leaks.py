@@ -202,7 +202,7 @@ def _dpswd_release_patch(monkeypatch, rep):
                                                                             x.device, x.dtype)
         proj = u if callable(u) and not isinstance(u, torch.Tensor) else (lambda r: r @ u)  # a structured frame
         px = proj(x)
-        px = rep(px + sigma * torch.randn(px.shape, generator=generator, dtype=x.dtype))
+        px = rep(px + sigma * torch.randn(px.shape, generator=generator, device=px.device, dtype=x.dtype))
         py = proj(y).repeat(y_copies, 1)
         py = py + sigma * torch.randn(py.shape, generator=generator, dtype=y.dtype)
         return sliced_from_projections(px, py, p)

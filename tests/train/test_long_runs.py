@@ -40,9 +40,15 @@ def test_generation_estimates_its_evaluation_from_the_protocol():
 
     t = GenerationTask()
     t.n_private, t.shape = 60000, (1, 28, 28)
-    cfg = compose_config(["dataset=mnist", "task.eval_models=[logreg,mlp,cnn]", "task.n_synthetic=60000"])
+    # the device the evaluation runs on decides, not whether the machine has a GPU (this failed on CUDA nodes)
+    cfg = compose_config(["dataset=mnist", "task.eval_models=[logreg,mlp,cnn]", "task.n_synthetic=60000",
+                          "trainer.device=cpu"])
     secs, what = t.evaluation_estimate(cfg)
     assert "LogReg/MLP/CNN on 60,000 synthetic samples" in what and secs > 0
+    from dpgen.eval.downstream import estimate_seconds
+
+    assert estimate_seconds(["cnn"], 60000, (1, 28, 28), 30, device="cuda") == 0.0  # not estimated off a CPU
+    assert estimate_seconds(["cnn"], 60000, (1, 28, 28), 30, device="cpu") > 0
     cfg = compose_config(["dataset=mnist", "task.eval_models=[]"])
     assert t.evaluation_estimate(cfg) == (0.0, "")
 
@@ -51,7 +57,7 @@ def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
     from dpgen.tasks import run as run_task
 
     monkeypatch.setattr(loop, "LONG_RUN_S", 0.0)
-    cfg = compose_config(["trainer.progress=false", "trainer.epochs=null", "trainer.steps=25", "task.eval_models=[]"])
+    cfg = compose_config(["trainer.progress=false", "trainer.epochs=null", "trainer.steps=35", "task.eval_models=[]"])
     run_task(cfg, tmp_path / "run")
     out = capsys.readouterr()
     assert "[dpgen] this run will take about" in out.out + out.err
