@@ -10,6 +10,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+import dpgen  # noqa: E402,F401  (before any test imports POT: it keeps POT's JAX backend off, dpgen/__init__.py)
 
 
 def pytest_configure(config):

@@ -41,3 +41,19 @@ def test_pip_install_then_dpgen_runs_from_another_folder(tmp_path):
     assert r.returncode == 2 and str(work / "data") in r.stderr, r.stderr[-2000:]
     doc = r.stderr.split("the expected files of every dataset: ")[1].split(")")[0].strip()
     assert str(venv) in doc and Path(doc).is_file(), doc
+
+
+
+def test_importing_dpgen_keeps_pots_jax_backend_off():
+    """POT imports JAX when installed and JAX reserves 75 % of the GPU: on a CUDA node with JAX (the H200
+    image has it) 40 tests ran out of GPU memory. dpgen sets POT's switches unless the environment set them."""
+    import os
+
+    code = ("import os, dpgen, ot.backend as b; "
+            "print(os.environ['POT_BACKEND_DISABLE_JAX'], os.environ['POT_BACKEND_DISABLE_CUPY'], b.jax is False)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POT_BACKEND_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["1", "1", "True"]
+    env["POT_BACKEND_DISABLE_JAX"] = "mine"  # the environment's own setting wins
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.split()[0] == "mine"
