@@ -111,7 +111,8 @@ def bench_training(steps):
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = validate(compose(config_name="config", overrides=[
-                "experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", f"trainer.steps={steps}",
+                "experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "dataset.n_train=8000",
+                f"trainer.steps={steps}",
                 "trainer.progress=false", "task.eval_models=[]", "task.fid=false", "trainer.device=cpu",
                 f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"]))
         m = run_task(cfg, Path(tmp) / "run")
