@@ -16,8 +16,8 @@ released set is the one the run's own evaluation trained its classifiers on, so 
 task=evaluate task.synthetic=<run>/release/synthetic.npz dataset=<the run's dataset> seed=<the run's seed>``
 gives the training-time accuracy again. The samples depend on the device's random generator, so the
 release samples on the device the run trained on (``metrics.json``'s ``device``) when this machine has it,
-else on the CPU, and the datasheet says whether the set is the training-time one. A run whose guarantee does not hold (a non-private
-method, ``guarantee_holds: false``) is refused unless ``allow_non_private=true``.
+else on the CPU, and the datasheet says whether the set is the training-time one. A run whose guarantee
+does not hold (a non-private method, ``guarantee_holds: false``) is refused unless ``allow_non_private=true``.
 """
 
 from __future__ import annotations
