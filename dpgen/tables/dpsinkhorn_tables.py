@@ -139,9 +139,11 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
 
     def save(g: int, metrics: Dict, since: float) -> None:
         gen_dir.mkdir(parents=True, exist_ok=True)
-        wall[0] += time.time() - since
-        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g, "wall_s": round(
-            time.time() - since, 1), "metrics": metrics}, indent=2, default=str))
+        dt = time.time() - since  # one reading: the file and the cell's sum hold the same time
+        wall[0] += dt
+        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
+                                                             "wall_s": round(dt, 1), "metrics": metrics},
+                                                            indent=2, default=str))
 
     m = saved(0)
     if m is None:  # train (or resume) the run; its own evaluation is generation 0
