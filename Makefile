@@ -50,7 +50,7 @@ help:
 	@echo "fig-wdp-composition       WDP Figure 2 -> outputs/tables/wdp_composition.csv + PNG"
 	@echo "fig-wdp-beta-delta        WDP Figure 3 -> outputs/figures/wdp_fig3_beta_delta.png"
 	@echo "check-dpsinkhorn-privacy  DP-Sinkhorn D.4 settings -> outputs/tables/dpsinkhorn_privacy.csv"
-	@echo "table-dpswd-generation    DP-SWD Table 2 (SCALE=smoke|cpu|paper, DATASETS=mnist,fashion_mnist, DATA_ROOT=, ARGS=\"--runs 1 --set trainer.epochs=10\"; finished runs are reused)"
+	@echo "table-dpswd-generation    DP-SWD Table 2 (SCALE=smoke|cpu|paper, DATASETS=mnist,fashion_mnist, DATA_ROOT=, ARGS=\"--runs 1 --generations 5\": 5 synthetic sets of one run; finished runs are reused)"
 	@echo "fig-dpswd-toy             DP-SWD Figure 2 (SWD vs DP-SWD on Gaussians; SCALE=smoke|paper)"
 	@echo "fig-dpswd-celeba          DP-SWD CelebA FID (SWD, DP-SWD-c, DP-SWD-b; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "fig-ldp-manifolds         Entropic-LDP Figs 1, 6, 7 (manifolds; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_manifolds.csv"

@@ -30,15 +30,12 @@ evaluates only the missing ones (``--reuse false``: all again).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
-import time
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import CONFIG_DIR, table_scales
 from dpgen.tables import table_notes
-from dpgen.tables.grid import Cell, add_grid_arguments, mean_std, run_cell
+from dpgen.tables.grid import RESULT_FILE, Cell, add_grid_arguments, evaluate_run, generations_done, run_cell
 from dpgen.utils.io import save_figure, write_table
 from dpgen.utils.paper import read_paper_table
 
@@ -80,144 +77,10 @@ CELEBA_ROWS = {
 }
 OPTIMIZER_NAME = {"Adam": "adam", "SGD": "sgd", "RMSProp": "rmsprop"}
 
-METRIC_COLS = ["fid", "logreg", "mlp", "cnn"]
-
-
 def _f(v) -> Optional[float]:
     try:
         return float(str(v).split("/")[0])
     except (TypeError, ValueError):
-        return None
-
-
-#: a cell's table result beside its run (train + every generation's evaluation), read when the table runs again
-RESULT_FILE = "table_result.json"
-
-
-#: one file per evaluated generation (``<g>.json``), so an interrupted evaluation keeps the generations it finished
-GENERATIONS_DIR = "table_generations"
-
-
-def _config_key(cfg) -> str:
-    """A digest of the composed run config (settings only, nothing computed from records): a generation's saved
-    result is read back only for the config that made it."""
-    import hashlib
-    import json
-
-    text = json.dumps(dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Dict:
-    """Train ``cfg`` in ``run_dir`` (or resume it), evaluate ``generations`` synthetic sets of its generator;
-    metrics mean / std and the run's facts, also written to ``run_dir/table_result.json``.
-
-    Each generation's metrics are saved as it finishes (``run_dir/table_generations/<g>.json``, atomically), and
-    with ``reuse`` a later call reads them instead of evaluating that generation again: an evaluation interrupted
-    at generation 3 of 5 resumes at generation 3, and asking for more generations evaluates only the new ones."""
-    import json
-
-    from dpgen.tasks import run as run_config
-    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
-    from dpgen.utils.io import atomic_write_text
-
-    t0 = time.time()
-    key = _config_key(cfg)
-    gen_dir = Path(run_dir) / GENERATIONS_DIR
-
-    wall = [0.0]  # the generations' own wall times (the first one's includes training): the cell's wall time
-
-    def saved(g: int) -> Optional[Dict]:
-        f = gen_dir / f"{g}.json"
-        if not reuse or not f.exists():
-            return None
-        rec = json.loads(f.read_text())
-        if rec.get("config_key") != key:
-            return None
-        wall[0] += float(rec.get("wall_s") or 0.0)
-        return rec["metrics"]
-
-    def save(g: int, metrics: Dict, since: float) -> None:
-        gen_dir.mkdir(parents=True, exist_ok=True)
-        dt = time.time() - since  # one reading: the file and the cell's sum hold the same time
-        wall[0] += dt
-        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
-                                                             "wall_s": round(dt, 1), "metrics": metrics},
-                                                            indent=2, default=str))
-
-    m = saved(0)
-    if m is None:  # train (or resume) the run; its own evaluation is generation 0
-        m = run_config(cfg, run_dir)
-        save(0, m, t0)
-    else:
-        print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
-    per_gen: Dict[str, List[float]] = {k: [] for k in METRIC_COLS}
-    fid_note = None
-
-    collected = []
-
-    def collect(metrics):  # and a line per generation: the tables run without progress bars
-        nonlocal fid_note
-        collected.append(metrics)
-        got = [f"{k} {r['test_acc']:.2f} %" + (f" ({r['time_s']:.0f} s)" if r.get("time_s") is not None else "")
-               for k, r in (metrics.get("downstream") or {}).items() if isinstance(r, dict) and "test_acc" in r]
-        print(f"[dpgen] generation {len(collected)} of {generations}: " + (", ".join(got) or "no classifier"),
-              flush=True)
-        for k in ("logreg", "mlp", "cnn"):
-            r = (metrics.get("downstream") or {}).get(k)
-            if isinstance(r, dict) and "test_acc" in r:
-                per_gen[k].append(float(r["test_acc"]))
-        if metrics.get("fid") is not None:
-            per_gen["fid"].append(float(metrics["fid"]))
-        elif "fid_missing" in metrics:
-            fid_note = metrics["fid_missing"]
-
-    collect(m)
-    gen = None
-    for g in range(1, generations):  # more synthetic sets from the same generator (the paper's "5 generations")
-        extra = saved(g)
-        if extra is None:
-            if gen is None:
-                from dpgen.release import load_generator
-                from dpgen.utils.device import resolve_device
-
-                # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
-                device = resolve_device(cfg.trainer.device)
-                _, _, gen, shape, _ = load_generator(Path(run_dir), str(device))
-                n = int(m.get("n_private") or cfg.dataset.n_train)
-            print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
-            t_g = time.time()
-            c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
-            extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
-            if cfg.task.fid:
-                extra.update(fid_of_generator(c, gen, shape, device))
-            save(g, extra, t_g)
-        else:
-            print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
-        collect(extra)
-    out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(wall[0], 1),
-           "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
-           "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if m["privacy"].get("private")
-           else "inf", "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
-    for k, v in per_gen.items():
-        out[k], std = mean_std(v)
-        if v:
-            out[f"{k}_std"] = std
-        else:
-            out.pop(k)
-    if "fid" not in out:
-        out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
-    out["wall_seconds"] = out["wall_s"]
-    atomic_write_text(Path(run_dir) / RESULT_FILE, json.dumps(out, indent=2))
-    return out
-
-
-def _read_result(path: Path) -> Optional[Dict]:
-    import json
-
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
         return None
 
 
@@ -231,11 +94,9 @@ def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str],
         cell = Cell(spec["run_name"], spec["preset"], f"{sub}/{spec['run_name']}",
                     [*spec.get("overrides", []), *extra_overrides], seed_folders=False, set_seed=False)
         # a finished result with fewer generations than asked for is extended (its generations are read back)
-        done = _read_result(Path(cell.run_dir(0)) / RESULT_FILE)
-        extend = bool(done) and int(done.get("generations") or 0) < gens and not collect_only
-        res = run_cell(cell, common=sc["overrides"], data_root=data_root, reuse=reuse and not extend,
-                       collect_only=collect_only, runner=lambda cfg, out: evaluate_run(cfg, out, gens, reuse=reuse),
-                       result_file=RESULT_FILE)
+        res = run_cell(cell, common=sc["overrides"], data_root=data_root, reuse=reuse, collect_only=collect_only,
+                       runner=lambda cfg, out: evaluate_run(cfg, out, gens, reuse=reuse), result_file=RESULT_FILE,
+                       complete=generations_done(gens))
         if res.last:
             row.update({k: v for k, v in res.last.items() if k != "wall_seconds"})
         row["status"] = res.status

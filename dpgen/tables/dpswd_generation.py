@@ -2,17 +2,22 @@
 
 Rows SWD, DP-SWD-c, DP-SWD-b (and dpgen's DP-SWD-ch, the rigorous Chernoff bound) on MNIST and
 FashionMNIST: MLP and LogReg trained on synthetic samples, tested on the real test set, mean and
-std over generations (5 at SCALE=paper). Each run is the experiment preset
+std over the runs (5 seeds at SCALE=paper) and, with ``--generations G``, over G synthetic sets of
+each trained generator (the paper's "averaged over 5 runs of generation", read as the DP-Sinkhorn
+tables read the same words: ``--runs 1 --generations 5`` trains once and samples five times; a
+finished run is extended, not trained again). Each run is the experiment preset
 ``{swd,dpswd}_<dataset>[_b|_c]`` through the shared trainer; a dataset whose files are absent is
 listed as skipped with the reason.
 
     python -m dpgen.tables.dpswd_generation --scale smoke|paper [--datasets mnist,fashion_mnist]
-        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--seeds 3,4] [--reuse false] [--collect-only]
+        [--rows SWD DP_SWD_c] [--set trainer.epochs=10 ...] [--seeds 3,4] [--generations 5] [--reuse false]
+        [--collect-only]
 
 Writes outputs/tables/dpswd_table2_generation[_<set>].csv (+ .md); runs under
 outputs/runs/table2/<scale>[_<set>]/<dataset>/<row>/seed<k>/. A finished run there (its metrics.json) is
 read instead of trained again and an interrupted one resumes from its checkpoint (``resume=auto``), so a
-paper-length table is assembled over several sessions by running the same command again.
+paper-length table is assembled over several sessions by running the same command again. Each
+generation's evaluation is kept in ``<run>/table_generations/<g>.json`` as it finishes.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from typing import Dict, List
 from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.tables import table_notes
-from dpgen.tables.grid import Cell, add_grid_arguments, compose_cell, mean_std, run_cell
+from dpgen.tables.grid import (RESULT_FILE, Cell, add_grid_arguments, compose_cell, evaluate_run, generations_done,
+                               mean_std, run_cell)
 from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
-COLUMNS = ["dataset", "method", "epsilon", "runs", "mlp_mean", "mlp_std", "mlp_paper", "logreg_mean",
+COLUMNS = ["dataset", "method", "epsilon", "runs", "generations", "mlp_mean", "mlp_std", "mlp_paper", "logreg_mean",
            "logreg_std", "logreg_paper", "epsilon_spent", "sigma", "steps", "wall_s", "status"]
 
 VARIANTS = {  # row name -> (preset suffix, extra overrides)
@@ -98,11 +104,34 @@ def _cell(ds: str, method: str, scale_overrides: List[str], tag: str, seeds) -> 
     return Cell(f"{ds} {method}", preset, folder, [*applicable(preset, scale_overrides), *extra], seeds)
 
 
+def _values(m: Dict, k: str) -> List[float]:
+    """Classifier ``k``'s test accuracies in one run's result: every generation's (``evaluate_run``'s result),
+    or the run's own evaluation (its ``metrics.json``)."""
+    if f"{k}_values" in m:
+        return [float(v) for v in m[f"{k}_values"]]
+    return [float(m["downstream"][k]["test_acc"])]
+
+
+def _generations(m: Dict) -> int:
+    return int(m.get("generations") or 1)
+
+
+def _privacy_facts(m: Dict) -> Dict:
+    if "privacy" in m:  # a run's metrics.json
+        p = m["privacy"]
+        return {"epsilon_spent": round(p.get("epsilon_spent", 0.0), 4), "sigma": round(p.get("sigma", 0.0), 4)}
+    eps = m.get("epsilon_spent")  # evaluate_run's result ("inf" for a non-private run)
+    return {"epsilon_spent": 0.0 if eps == "inf" else eps, "sigma": m.get("sigma", 0.0)}
+
+
 def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str = None,
               variants: List[str] = None, extra_overrides: List[str] = (), reuse: bool = True,
-              collect_only: bool = False, seeds: List[int] = None) -> List[Dict]:
-    """One row per dataset x variant, mean/std over ``runs`` generations (the grid runner's cells).
-    ``extra_overrides`` apply to every cell and name the run folders (``<scale>_<overrides>``)."""
+              collect_only: bool = False, seeds: List[int] = None, generations: int = 1) -> List[Dict]:
+    """One row per dataset x variant, mean/std over ``runs`` trained runs x ``generations`` synthetic sets of
+    each (the grid runner's cells). ``extra_overrides`` apply to every cell and name the run folders
+    (``<scale>_<overrides>``)."""
+    if generations < 1:
+        raise ValueError(f"generations={generations}: give 1 or more (1: each run's own evaluation only)")
     spec = SCALES[scale]
     seeds = list(seeds) if seeds is not None else range(runs or spec["runs"])
     tag = "_".join([scale, *extra_overrides])
@@ -117,14 +146,18 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
                 row["epsilon"] = cfg.privacy.epsilon if cfg.method.private else "inf"
             except FileNotFoundError:
                 pass
-            res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only)
+            if generations > 1:  # more synthetic sets of each trained generator, each kept as it finishes
+                res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only,
+                               runner=lambda cfg, out: evaluate_run(cfg, out, generations, reuse=reuse),
+                               result_file=RESULT_FILE, complete=generations_done(generations))
+            else:
+                res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only)
             for k in ("mlp", "logreg"):
-                row[f"{k}_mean"], row[f"{k}_std"] = mean_std(res.values(lambda m: m["downstream"][k]["test_acc"]))
+                row[f"{k}_mean"], row[f"{k}_std"] = mean_std([v for m in res.runs for v in _values(m, k)])
             if res.last:
-                p = res.last["privacy"]
-                row.update(epsilon_spent=round(p.get("epsilon_spent", 0.0), 4), sigma=round(p.get("sigma", 0.0), 4),
-                           steps=res.last["steps"])
-            row.update(runs=len(res.runs), wall_s=round(res.wall_s, 1), status=res.status)
+                row.update(_privacy_facts(res.last), steps=res.last["steps"])
+            row.update(runs=len(res.runs), generations=min((_generations(m) for m in res.runs), default=0),
+                       wall_s=round(res.wall_s, 1), status=res.status)
             rows.append(row)
             print(f"[dpgen] {ds} {method}: {row['status']}  MLP {row.get('mlp_mean')} (paper {paper['mlp']}), "
                   f"LogReg {row.get('logreg_mean')} (paper {paper['logreg']})", flush=True)
@@ -136,6 +169,9 @@ def main(argv=None):
     ap.add_argument("--scale", choices=list(SCALES), default="smoke")
     ap.add_argument("--datasets", default="mnist,fashion_mnist")
     add_grid_arguments(ap)
+    ap.add_argument("--generations", type=int, default=1, metavar="G",
+                    help="synthetic sets evaluated per trained run (default 1: the run's own evaluation); the "
+                         "paper's protocol at a feasible cost: --runs 1 --generations 5")
     ap.add_argument("--rows", nargs="+", default=None, metavar="ROW",
                     help="rows by name or folder name (default: all): " + "; ".join(f"{v!r} ({_slug(v)})" for v in VARIANTS))
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -157,8 +193,10 @@ def main(argv=None):
     for o in args.set:
         if "=" not in o:
             ap.error(f"--set: {o!r} is not KEY=VALUE (e.g. trainer.epochs=10)")
+    if args.generations < 1:
+        ap.error(f"--generations: {args.generations} is not 1 or more")
     rows = run_table(args.scale, datasets, args.runs, args.data_root, variants, args.set, args.reuse,
-                     args.collect_only, args.seeds)
+                     args.collect_only, args.seeds, args.generations)
     notes = [
         f"SCALE={args.scale}: {SCALES[args.scale]['overrides'] + list(args.set)} on top of the presets "
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "

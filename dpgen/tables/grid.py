@@ -18,7 +18,8 @@ cell the same way for every table:
 * :func:`mean_std` gives the mean and std over the finished runs.
 
 Each run is composed from its preset (``compose_preset``) and run by :func:`dpgen.tasks.run`, or by
-the table's own ``runner`` (DP-Sinkhorn's tables evaluate more synthetic sets of one generator).
+the table's own ``runner``: :func:`evaluate_run` evaluates more synthetic sets of one trained generator
+(the generation tables' ``--generations``), each kept as it finishes.
 """
 
 from __future__ import annotations
@@ -88,6 +89,148 @@ def mean_std(values: Sequence[float], nd: int = 2):
     if not values:
         return None, None
     return round(statistics.mean(values), nd), (round(statistics.stdev(values), nd) if len(values) > 1 else 0.0)
+
+
+
+#: a cell's table result beside its run when the table evaluates several generations (train + every
+#: generation's evaluation), read when the table runs again
+RESULT_FILE = "table_result.json"
+
+#: one file per evaluated generation (``<g>.json``), so an interrupted evaluation keeps the generations it finished
+GENERATIONS_DIR = "table_generations"
+
+#: the metrics a generation can have; each one's per-generation values are kept as ``<metric>_values``
+GENERATION_METRICS = ("fid", "logreg", "mlp", "cnn")
+
+
+def _config_key(cfg) -> str:
+    """A digest of the composed run config (settings only, nothing computed from records): a generation's saved
+    result is read back only for the config that made it."""
+    import dataclasses
+    import hashlib
+
+    text = json.dumps(dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Dict[str, Any]:
+    """Train ``cfg`` in ``run_dir`` (or resume it), evaluate ``generations`` synthetic sets of its generator (the
+    papers' "5 runs of generation"); metrics mean / std / per-generation values and the run's facts, also
+    written to ``run_dir/table_result.json``.
+
+    Each generation's metrics are saved as it finishes (``run_dir/table_generations/<g>.json``, atomically), and
+    with ``reuse`` a later call reads them instead of evaluating that generation again: an evaluation interrupted
+    at generation 3 of 5 resumes at generation 3, and asking for more generations evaluates only the new ones. A
+    run that finished without this (its ``metrics.json``: the run's own evaluation) gives generation 1 as it is."""
+    import dataclasses
+
+    from dpgen.tasks import run as run_config
+    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
+    from dpgen.utils.io import atomic_write_text
+
+    t0 = time.time()
+    key = _config_key(cfg)
+    run_dir = Path(run_dir)
+    gen_dir = run_dir / GENERATIONS_DIR
+
+    wall = [0.0]  # the generations' own wall times (the first one's includes training): the cell's wall time
+
+    def saved(g: int) -> Optional[Dict]:
+        f = gen_dir / f"{g}.json"
+        if not reuse or not f.exists():
+            return None
+        rec = json.loads(f.read_text())
+        if rec.get("config_key") != key:
+            return None
+        wall[0] += float(rec.get("wall_s") or 0.0)
+        return rec["metrics"]
+
+    def save(g: int, metrics: Dict, since: float, seconds: Optional[float] = None) -> None:
+        gen_dir.mkdir(parents=True, exist_ok=True)
+        dt = time.time() - since if seconds is None else seconds  # one reading: the file and the sum hold it
+        wall[0] += dt
+        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
+                                                             "wall_s": round(dt, 1), "metrics": metrics},
+                                                            indent=2, default=str))
+
+    m = saved(0)
+    if m is None and reuse and (run_dir / "metrics.json").exists():  # a finished run (the folder's settings
+        m = json.loads((run_dir / "metrics.json").read_text())    # were checked by the caller): its evaluation
+        save(0, m, t0, float(m.get("wall_seconds") or 0.0))
+        print(f"[dpgen] generation 1 of {generations}: the finished run's own evaluation", flush=True)
+    elif m is None:  # train (or resume) the run; its own evaluation is generation 0
+        m = run_config(cfg, run_dir)
+        save(0, m, t0)
+    else:
+        print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
+    per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}
+    fid_note = None
+
+    collected = []
+
+    def collect(metrics):  # and a line per generation: the tables run without progress bars
+        nonlocal fid_note
+        collected.append(metrics)
+        got = [f"{k} {r['test_acc']:.2f} %" + (f" ({r['time_s']:.0f} s)" if r.get("time_s") is not None else "")
+               for k, r in (metrics.get("downstream") or {}).items() if isinstance(r, dict) and "test_acc" in r]
+        print(f"[dpgen] generation {len(collected)} of {generations}: " + (", ".join(got) or "no classifier"),
+              flush=True)
+        for k in ("logreg", "mlp", "cnn"):
+            r = (metrics.get("downstream") or {}).get(k)
+            if isinstance(r, dict) and "test_acc" in r:
+                per_gen[k].append(float(r["test_acc"]))
+        if metrics.get("fid") is not None:
+            per_gen["fid"].append(float(metrics["fid"]))
+        elif "fid_missing" in metrics:
+            fid_note = metrics["fid_missing"]
+
+    collect(m)
+    gen = None
+    for g in range(1, generations):  # more synthetic sets from the same generator
+        extra = saved(g)
+        if extra is None:
+            if gen is None:
+                from dpgen.release import load_generator
+                from dpgen.utils.device import resolve_device
+
+                # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
+                device = resolve_device(cfg.trainer.device)
+                _, _, gen, shape, _ = load_generator(run_dir, str(device))
+                n = int(m.get("n_private") or cfg.dataset.n_train)
+            print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
+            t_g = time.time()
+            c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
+            extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
+            if cfg.task.fid:
+                extra.update(fid_of_generator(c, gen, shape, device))
+            save(g, extra, t_g)
+        else:
+            print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
+        collect(extra)
+    private = bool(m["privacy"].get("private"))
+    out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(wall[0], 1),
+           "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
+           "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if private else "inf",
+           "sigma": round(float(m["privacy"].get("sigma", 0.0)), 4) if private else 0.0,
+           "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
+    for k, v in per_gen.items():
+        out[k], std = mean_std(v)
+        if v:
+            out[f"{k}_std"] = std
+            out[f"{k}_values"] = [round(x, 4) for x in v]
+        else:
+            out.pop(k)
+    if "fid" not in out:
+        out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
+    out["wall_seconds"] = out["wall_s"]
+    atomic_write_text(run_dir / RESULT_FILE, json.dumps(out, indent=2))
+    return out
+
+
+def generations_done(generations: int) -> Callable[[Dict[str, Any]], bool]:
+    """``run_cell``'s ``complete`` for a table of ``generations`` generations: a finished result that holds fewer
+    is extended (its generations are read back, the new ones evaluated)."""
+    return lambda m: int(m.get("generations") or 0) >= generations
 
 
 def skip_reason(err: BaseException, limit: int = 300) -> str:
@@ -161,8 +304,11 @@ def _check_data(cfg) -> None:
 
 def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = None, reuse: bool = True,
              collect_only: bool = False, runner: Optional[Callable[[Any, Path], Dict[str, Any]]] = None,
-             result_file: str = "metrics.json") -> CellResult:
-    """Every seed of ``cell``: read (``reuse``), resumed or trained; see the module's text."""
+             result_file: str = "metrics.json",
+             complete: Optional[Callable[[Dict[str, Any]], bool]] = None) -> CellResult:
+    """Every seed of ``cell``: read (``reuse``), resumed or trained; see the module's text. ``complete``: whether
+    a finished result holds all the table asks of it (e.g. :func:`generations_done`); one that does not goes to
+    ``runner`` again (which extends it), except with ``collect_only``."""
     from dpgen.tasks import run as run_config
 
     res = CellResult(cell)
@@ -172,8 +318,8 @@ def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = 
             done = out / result_file
             cfg = compose_cell(cell, seed, common, data_root)
             refuse_changed_settings(cfg, out)
-            if (reuse or collect_only) and done.exists():
-                m = json.loads(done.read_text())
+            m = json.loads(done.read_text()) if (reuse or collect_only) and done.exists() else None
+            if m is not None and (collect_only or complete is None or complete(m)):
                 print(f"[dpgen] {cell.name} seed {seed}: reusing the finished run in {out}", flush=True)
             else:
                 if collect_only:

@@ -576,6 +576,7 @@ def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_
     evaluates only the new ones; ``--reuse false`` evaluates every generation again."""
     import dpgen.tasks.generation as G
     from dpgen.tables import dpsinkhorn_tables as T
+    from dpgen.tables.grid import GENERATIONS_DIR, RESULT_FILE
 
     calls = []
     real = G.evaluate_generator
@@ -593,15 +594,15 @@ def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_
     with pytest.raises(KeyboardInterrupt):
         T.table1("smoke", ["mnist"], generations=3, **kw)
     run = outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_"
-    assert sorted(p.name for p in (run / T.GENERATIONS_DIR).iterdir()) == ["0.json", "1.json"]
-    assert not (run / T.RESULT_FILE).exists()
+    assert sorted(p.name for p in (run / GENERATIONS_DIR).iterdir()) == ["0.json", "1.json"]
+    assert not (run / RESULT_FILE).exists()
     fail["on"], seed = False, calls[0]
     calls.clear()
     (row,) = T.table1("smoke", ["mnist"], generations=3, **kw)
     assert calls == [seed + 2000]  # generation 3 only: the run and generations 1-2 are read back
     assert row["status"] == "ok" and row["generations"] == 3
     # the cell's wall time is its generations' own (the first one's includes training), read back ones included
-    walls = [json.loads((run / T.GENERATIONS_DIR / f"{g}.json").read_text())["wall_s"] for g in range(3)]
+    walls = [json.loads((run / GENERATIONS_DIR / f"{g}.json").read_text())["wall_s"] for g in range(3)]
     assert walls[0] > 0 and row["wall_s"] == pytest.approx(sum(walls), abs=0.2)
     calls.clear()
     (row4,) = T.table1("smoke", ["mnist"], generations=4, **kw)  # the finished result holds 3: one more

@@ -1,6 +1,7 @@
 """Every `make tables` target runs and writes its files with the columns the issue names."""
 
 import csv
+import json
 
 import pytest
 
@@ -104,6 +105,56 @@ def test_dpswd_generation_table_reuses_finished_runs(outputs_tmp, fake_data_root
     assert (dpswd_generation.run_folder("mnist", "SWD", 0, "smoke_trainer.epochs=2")
             != dpswd_generation.run_folder("mnist", "SWD", 0, "smoke"))
     assert dpswd_generation._paper("DP-SWD-c (rows unbounded)", "mnist") == {"mlp": 77.0, "logreg": 78.0}
+
+
+def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(outputs_tmp, fake_data_root,
+                                                                              monkeypatch):
+    """``--generations G`` (the paper's "5 runs of generation" at the cost of one training run): a run finished
+    without it gives generation 1 as it is and is not trained again; generations 2..G sample the same
+    generator again, each kept as it finishes; the row's mean / std are over every generation; asking again
+    reads them, asking for more evaluates only the new ones."""
+    import dpgen.tasks
+    import dpgen.tasks.generation as G
+    from dpgen.tables import dpswd_generation
+
+    kw = dict(data_root=str(fake_data_root), variants=["DP-SWD-b"])
+    (first,) = dpswd_generation.run_table("smoke", ["mnist"], **kw)
+    assert first["runs"] == 1 and first["generations"] == 1 and first["mlp_std"] == 0.0
+
+    def no_training(cfg, out):
+        raise AssertionError(f"trained again in {out}")
+
+    calls, real = [], G.evaluate_generator
+
+    def counted(cfg, *a, **k):
+        calls.append(cfg.seed)
+        return real(cfg, *a, **k)
+
+    monkeypatch.setattr(dpgen.tasks, "run", no_training)
+    monkeypatch.setattr(G, "evaluate_generator", counted)
+    (three,) = dpswd_generation.run_table("smoke", ["mnist"], generations=3, **kw)
+    assert len(calls) == 2 and len(set(calls)) == 2  # generations 2 and 3, each its own synthetic set
+    assert three["status"] == "ok" and three["runs"] == 1 and three["generations"] == 3
+    run = dpswd_generation.run_folder("mnist", "DP-SWD-b", 0, "smoke")
+    from dpgen.tables.grid import GENERATIONS_DIR, RESULT_FILE
+
+    result = json.loads((run / RESULT_FILE).read_text())
+    mlp = result["mlp_values"]
+    assert len(mlp) == 3 and mlp[0] == pytest.approx(first["mlp_mean"], abs=0.01)
+    assert three["mlp_mean"] == pytest.approx(sum(mlp) / 3, abs=0.01) and three["mlp_std"] >= 0
+    # the privacy facts are the trained run's: sampling more is post-processing and charges nothing
+    assert three["epsilon_spent"] == first["epsilon_spent"] and three["sigma"] == first["sigma"] > 0
+    assert sorted(p.name for p in (run / GENERATIONS_DIR).iterdir()) == ["0.json", "1.json", "2.json"]
+    calls.clear()
+    (again,) = dpswd_generation.run_table("smoke", ["mnist"], generations=3, **kw)
+    assert calls == [] and again["mlp_mean"] == three["mlp_mean"]
+    (four,) = dpswd_generation.run_table("smoke", ["mnist"], generations=4, **kw)
+    assert len(calls) == 1 and four["generations"] == 4
+    # the table without generations still reads the run's own evaluation
+    (one,) = dpswd_generation.run_table("smoke", ["mnist"], **kw)
+    assert one["mlp_mean"] == first["mlp_mean"] and one["generations"] == 1
+    with pytest.raises(ValueError, match="generations=0"):
+        dpswd_generation.run_table("smoke", ["mnist"], generations=0, **kw)
 
 
 @pytest.mark.slow
