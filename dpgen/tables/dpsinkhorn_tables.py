@@ -37,7 +37,7 @@ from dpgen.config import CONFIG_DIR, table_scales
 from dpgen.tables import table_notes
 from dpgen.tables.grid import RESULT_FILE, Cell, add_grid_arguments, evaluate_run, generations_done, run_cell
 from dpgen.utils.io import save_figure, write_table
-from dpgen.utils.paper import read_paper_table
+from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
 SCALES = table_scales("dpsinkhorn_tables")  # conf/scale/{smoke,cpu,paper}.yaml
 
@@ -88,6 +88,7 @@ def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str],
               extra_overrides: Sequence[str] = (), reuse: bool = True, collect_only: bool = False) -> List[Dict]:
     sc = SCALES[scale]
     gens = generations or sc["generations"]
+    shortened = ", ".join([f"SCALE={scale}"] * (scale != "paper") + list(extra_overrides))
     rows = []
     for spec in specs:
         row = dict(spec["row"])
@@ -99,6 +100,10 @@ def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str],
                        complete=generations_done(gens))
         if res.last:
             row.update({k: v for k, v in res.last.items() if k != "wall_seconds"})
+        for k in ("logreg", "mlp", "cnn"):
+            ours = row.get(k) if isinstance(row.get(k), (int, float)) else None
+            row[f"{k}_verdict"] = verdict(ours, _f(row.get(f"{k}_paper")), row.get(f"{k}_std"),
+                                          runs=row.get("generations"), shortened=shortened)
         row["status"] = res.status
         rows.append(row)
         print(f"[dpgen] {spec['run_name']}: {row['status']} FID {row.get('fid')} (paper {row.get('fid_paper')}), "
@@ -131,8 +136,9 @@ def _figure(rows: List[Dict], name: str, label: Callable[[Dict], str], metrics=(
 
 
 # ---- Table 1 ------------------------------------------------------------------------------------
-TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_paper", "logreg", "logreg_std", "logreg_paper", "mlp",
-                  "mlp_std", "mlp_paper", "cnn", "cnn_std", "cnn_paper", "epsilon_spent", "steps", "steps_per_s",
+TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_paper", "logreg", "logreg_std", "logreg_paper",
+                  "logreg_verdict", "mlp", "mlp_std", "mlp_paper", "mlp_verdict", "cnn", "cnn_std", "cnn_paper",
+                  "cnn_verdict", "epsilon_spent", "steps", "steps_per_s",
                   "generations", "wall_s", "status"]
 
 
@@ -183,6 +189,7 @@ def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mn
         "betas (0.9, 0.999), weight decay 2e-5, entropy 0.05, alpha_c 15; private: Poisson batches of 50, "
         "sigma 1.1, C 0.5 (image) / 1 (param), run until epsilon = 10 at delta 1e-5; non-private: batch 500).",
         *table_notes("dpsinkhorn_tables", "table1"),
+        VERDICT_NOTE,
     ]
     write_table("dpsinkhorn_table1", rows, TABLE1_COLUMNS,
                 title=f"DP-Sinkhorn Table 1 (MNIST / FashionMNIST), SCALE={scale}", notes=notes)

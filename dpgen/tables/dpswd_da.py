@@ -29,7 +29,7 @@ from dpgen.config import table_scales
 from dpgen.tables import table_notes
 from dpgen.tables.grid import Cell, add_grid_arguments, mean_std, run_cell
 from dpgen.utils.io import write_table
-from dpgen.utils.paper import read_paper_table
+from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
 TABLE = "dpswd_table1_domain_adaptation"
 FIGURE = "dpswd_fig3_da_epsilon"
@@ -52,7 +52,7 @@ SCALES = table_scales("dpswd_da")  # conf/scale/{smoke,cpu,paper}.yaml
 FIG_EPSILONS = {s: v["epsilons"] for s, v in table_scales("dpswd_da_figure").items()}
 FIG_PROBLEMS = ("um", "mu", "dw")
 
-COLUMNS = ["problem", "method", "runs", "acc_mean", "acc_std", "paper_mean", "paper_std", "epsilon",
+COLUMNS = ["problem", "method", "runs", "acc_mean", "acc_std", "paper_mean", "paper_std", "verdict", "epsilon",
            "epsilon_spent", "delta", "sigma", "bound", "row_bound", "steps", "epochs", "wall_s_per_run",
            "steps_per_s", "status"]
 
@@ -118,6 +118,9 @@ def run_table(scale: str, problems: List[str], methods: List[str], runs: Optiona
                                row_bound=p["row_bound"].split(":")[0])
                 else:
                     row["epsilon"] = "inf"
+            row["verdict"] = verdict(row.get("acc_mean"), row.get("paper_mean"), row.get("acc_std"),
+                                     row.get("paper_std"), row["runs"],
+                                     shortened="" if scale == "paper" else f"SCALE={scale}")
             rows.append(row)
             print(f"[dpgen] {name} {METHODS[method]}: {row['status'][:120]}  acc {row.get('acc_mean')} +- "
                   f"{row.get('acc_std')} over {row['runs']} (paper {pm})", flush=True)
@@ -141,7 +144,7 @@ def main_table(args) -> List[Dict]:
     spec = SCALES[args.scale]
     notes = [f"SCALE={args.scale}: {spec['runs'] if not args.runs else args.runs} run(s) per cell; overrides "
              f"{spec['overrides']} (digits also {spec['digits_overrides']}) on top of conf/experiment/da_*.yaml.",
-             *NOTES]
+             *NOTES, VERDICT_NOTE]
     if not args.no_write:  # the file name, and a copy per scale so that scales do not overwrite each other
         for name in (TABLE, f"{TABLE}_{args.scale}"):
             write_table(name, rows, COLUMNS, title=f"DP-SWD Table 1: target accuracy (%), SCALE={args.scale}",

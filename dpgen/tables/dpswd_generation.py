@@ -33,10 +33,10 @@ from dpgen.tables import table_notes
 from dpgen.tables.grid import (RESULT_FILE, Cell, add_grid_arguments, compose_cell, evaluate_run, generations_done,
                                mean_std, run_cell)
 from dpgen.utils.io import write_table
-from dpgen.utils.paper import read_paper_table
+from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
-COLUMNS = ["dataset", "method", "epsilon", "runs", "generations", "mlp_mean", "mlp_std", "mlp_paper", "logreg_mean",
-           "logreg_std", "logreg_paper", "epsilon_spent", "sigma", "steps", "wall_s", "status"]
+COLUMNS = ["dataset", "method", "epsilon", "runs", "generations", "mlp_mean", "mlp_std", "mlp_paper", "mlp_verdict",
+           "logreg_mean", "logreg_std", "logreg_paper", "logreg_verdict", "epsilon_spent", "sigma", "steps", "wall_s", "status"]
 
 VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "SWD": ("swd_{ds}", []),
@@ -135,6 +135,7 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
     spec = SCALES[scale]
     seeds = list(seeds) if seeds is not None else range(runs or spec["runs"])
     tag = "_".join([scale, *extra_overrides])
+    shortened = ", ".join([f"SCALE={scale}"] * (scale != "paper") + list(extra_overrides))
     rows = []
     for ds in datasets:
         for method in variants or list(VARIANTS):
@@ -153,7 +154,10 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
             else:
                 res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only)
             for k in ("mlp", "logreg"):
-                row[f"{k}_mean"], row[f"{k}_std"] = mean_std([v for m in res.runs for v in _values(m, k)])
+                values = [v for m in res.runs for v in _values(m, k)]
+                row[f"{k}_mean"], row[f"{k}_std"] = mean_std(values)
+                row[f"{k}_verdict"] = verdict(row[f"{k}_mean"], paper[k], row[f"{k}_std"], runs=len(values),
+                                              shortened=shortened)
             if res.last:
                 row.update(_privacy_facts(res.last), steps=res.last["steps"])
             row.update(runs=len(res.runs), generations=min((_generations(m) for m in res.runs), default=0),
@@ -202,6 +206,7 @@ def main(argv=None):
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "
         "Table 3 generator, (10, 1e-5)).",
         *table_notes("dpswd_generation"),
+        VERDICT_NOTE,
     ]
     name = "dpswd_table2_generation" + ("_" + _slug("_".join(args.set)) if args.set else "")  # one file per setting
     write_table(name, rows, COLUMNS,

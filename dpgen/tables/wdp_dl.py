@@ -25,9 +25,10 @@ from dpgen.config import table_scales
 from dpgen.tables import table_notes
 from dpgen.tables.grid import Cell, add_grid_arguments, run_cells
 from dpgen.utils.io import write_table
-from dpgen.utils.paper import read_paper_table
+from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
-COLUMNS = ["dataset", "nonprivate_acc", "nonprivate_acc_paper", "private_acc", "private_acc_paper",
+COLUMNS = ["dataset", "nonprivate_acc", "nonprivate_acc_paper", "nonprivate_acc_verdict", "private_acc",
+           "private_acc_paper", "private_acc_verdict",
            "eps_DP", "eps_DP_paper", "attack_DP", "attack_DP_paper",
            "eps_BDP", "eps_BDP_paper", "attack_BDP", "attack_BDP_paper",
            "eps_WDP", "eps_WDP_paper", "attack_WDP", "attack_WDP_paper",
@@ -91,6 +92,9 @@ def run_table(scale: str, datasets: List[str], data_root: str = None, seed: int 
                        ms_per_step_dpsgd=tm.get("sgd"), overhead_bdp_pct=ov.get("bdp"),
                        overhead_wdp_pct=ov.get("wdp"))
             row["_run"] = str(priv.cell.run_dir(seed))
+        for k in ("nonprivate_acc", "private_acc"):
+            row[f"{k}_verdict"] = verdict(row.get(k), row[f"{k}_paper"], runs=1,
+                                          shortened="" if scale == "paper" else f"SCALE={scale}")
         row["status"] = priv.status if nonpriv.status == "ok" else nonpriv.status
         row["wall_s"] = round(nonpriv.wall_s + priv.wall_s, 1)  # both runs (also when reused)
         rows.append(row)
@@ -151,6 +155,7 @@ def main(argv=None):
         "(Triastcyn & Faltings CNN with GroupNorm, Adam 1e-3, C = 1, Poisson batches, sigma calibrated so the "
         "moments accountant reaches the row's DP epsilon at delta 1e-5).",
         *table_notes("wdp_dl"),
+        VERDICT_NOTE,
     ]
     for r in rows:
         r.pop("_run", None)

@@ -12,7 +12,7 @@ import csv
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from dpgen.utils.io import REPO_ROOT
 
@@ -48,3 +48,38 @@ def read_paper_table(name: str) -> List[Dict[str, str]]:
 
 def paper_table_comments(name: str) -> List[str]:
     return [ln.lstrip("# ").rstrip() for ln in _lines(name) if ln.lstrip().startswith("#")]
+
+
+#: how far (accuracy points) ours may lie from a paper's number that gives no spread, and still count as
+#: reproduced: the papers print integers or one decimal, and one training run moves by about this much
+VERDICT_TOLERANCE = 1.0
+
+
+def verdict(ours, paper, ours_std=None, paper_std=None, runs: Optional[int] = None,
+            tolerance: float = VERDICT_TOLERANCE, shortened: str = "") -> str:
+    """One table cell against the paper, by one rule for every table: "reproduced" when ours lies within
+    ``max(paper_std, ours_std, tolerance)`` of the paper's number, else "not reproduced" and by how much above or
+    below. ``runs`` of 1 is said (no spread of ours); ``shortened`` names how the cell differs from the paper's
+    setting (e.g. ``trainer.epochs=10``), and the verdict then says it is not on the paper's setting."""
+    if paper is None or paper == "":
+        return "no paper number"
+    if ours is None or ours == "":
+        return "not run"
+    ours, paper = float(ours), float(paper)
+    diff = ours - paper
+    within = max(float(paper_std or 0.0), float(ours_std or 0.0), tolerance)
+    if abs(diff) <= within:
+        text = f"reproduced ({diff:+.1f}, within {within:.1f})"
+    else:
+        text = f"not reproduced: {abs(diff):.1f} {'above' if diff > 0 else 'below'}"
+    if runs == 1:
+        text += "; 1 run"
+    if shortened:
+        text += f"; at {shortened}, not the paper's setting"
+    return text
+
+
+#: the notes line of every table with a verdict column
+VERDICT_NOTE = ("Verdict: reproduced when ours lies within max(the paper's std, ours, "
+                f"{VERDICT_TOLERANCE:g} point) of the paper's number, else how far above or below; '1 run' means "
+                "ours has no spread; a cell not at the paper's setting (another SCALE, shortened runs) says so.")

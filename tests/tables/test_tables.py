@@ -75,6 +75,9 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
             assert 0 < r["epsilon_spent"] <= 10
     paper = {r["method"]: r for r in rows}
     assert paper["DP-SWD-b"]["mlp_paper"] == 76 and paper["SWD"]["logreg_paper"] == 82
+    # each cell's verdict says the smoke scale is not the paper's setting; dpgen's row has no paper number
+    assert "at SCALE=smoke, not the paper's setting" in paper["SWD"]["mlp_verdict"]
+    assert paper["DP-SWD-f (dpgen)"]["logreg_verdict"] == "no paper number"
     assert paper["DP-SWD-f (dpgen)"]["mlp_paper"] is None  # dpgen's row: no paper number
     # every row has its own run folder (the epsilon-1 rows used to share their epsilon-10 row's)
     folders = {dpswd_generation.run_folder("mnist", v, 0) for v in dpswd_generation.VARIANTS}
@@ -190,3 +193,18 @@ def test_paper_tables_ship_with_the_package(monkeypatch, tmp_path):
     if shared.is_dir():
         for f in shared.glob("*.csv"):
             assert paper_table_path(f.name).read_text() == f.read_text(), f.name
+
+
+def test_a_cells_verdict_follows_one_rule_for_every_table():
+    """Reproduced when ours lies within max(paper std, our std, 1 point) of the paper's number; else how far above
+    or below; one run and a shortened setting are said."""
+    from dpgen.utils.paper import verdict
+
+    assert verdict(80.44, 79.9, 0.59, runs=5) == "reproduced (+0.5, within 1.0)"
+    assert verdict(92.92, 93.9, 1.77, 0.0, 10).startswith("reproduced (-1.0, within 1.8)")
+    assert verdict(96.69, 95.5, 0.58, 1.0, 10) == "not reproduced: 1.2 above"  # outside the paper's std of 1.0
+    assert verdict(92.14, 94.0, 1.12, 0, 10) == "not reproduced: 1.9 below"
+    assert verdict(85.69, 90, runs=1) == "not reproduced: 4.3 below; 1 run"
+    assert verdict(70.5, 77, shortened="trainer.epochs=10").endswith("at trainer.epochs=10, not the paper's setting")
+    assert verdict(None, 77) == "not run" and verdict(70.0, None) == "no paper number"
+    assert verdict(76.5, 76, paper_std=None, tolerance=0.4) == "not reproduced: 0.5 above"
