@@ -60,8 +60,8 @@ TABLE1_ROWS = {  # row name -> (preset pattern, extra overrides, the paper's row
     # dpgen's recipe retuned for 60,000 records (experiment=dpsinkhorn_dct_<ds>: 60,000 steps, sigma 0.5135; the
     # presets exist for mnist and fashion_mnist only), with the batch clip and with the per-record image gradient
     "DP-Sinkhorn (dpgen: DCT barrier, 60k steps)": ("dpsinkhorn_dct_{ds}", [], "DP-Sinkhorn"),
-    "DP-Sinkhorn (dpgen: DCT barrier, 60k steps, per-record clip)": ("dpsinkhorn_dct_{ds}",
-                                                                      ["method.clip_mode=per_sample"], "DP-Sinkhorn"),
+    "DP-Sinkhorn (dpgen: DCT barrier, 60k steps, per-record clip)": (
+        "dpsinkhorn_dct_{ds}", ["method.clip_mode=per_sample"], "DP-Sinkhorn"),
     # the reference baseline users compare with (the paper quotes its numbers): one release, then post-processing
     "DP-MERF (baseline)": ("dpmerf_{ds}", [], "DP-MERF"),
     "DP-MERF (baseline), eps 1": ("dpmerf_{ds}", ["privacy.epsilon=1"], None),

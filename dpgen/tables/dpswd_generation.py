@@ -36,7 +36,8 @@ from dpgen.utils.io import write_table
 from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
 COLUMNS = ["dataset", "method", "epsilon", "runs", "generations", "mlp_mean", "mlp_std", "mlp_paper", "mlp_verdict",
-           "logreg_mean", "logreg_std", "logreg_paper", "logreg_verdict", "epsilon_spent", "sigma", "steps", "wall_s", "status"]
+           "logreg_mean", "logreg_std", "logreg_paper", "logreg_verdict", "epsilon_spent", "sigma", "steps", "wall_s",
+           "status"]
 
 VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "SWD": ("swd_{ds}", []),
