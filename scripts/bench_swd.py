@@ -43,6 +43,8 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+import dpgen  # noqa: E402,F401  (before POT: keeps POT's JAX, CuPy and TensorFlow backends off)
+
 N, D, K, SIGMA = 1000, 784, 1000, 1.0
 TARGET_VS_POT, TARGET_VS_FLOOR = 3.0, 1.5
 

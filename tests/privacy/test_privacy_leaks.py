@@ -204,7 +204,7 @@ def _dpswd_release_patch(monkeypatch, rep):
         px = proj(x)
         px = rep(px + sigma * torch.randn(px.shape, generator=generator, device=px.device, dtype=x.dtype))
         py = proj(y).repeat(y_copies, 1)
-        py = py + sigma * torch.randn(py.shape, generator=generator, dtype=y.dtype)
+        py = py + sigma * torch.randn(py.shape, generator=generator, device=py.device, dtype=y.dtype)
         return sliced_from_projections(px, py, p)
 
     monkeypatch.setattr(dpswd, "sliced_wasserstein", released_sw)
