@@ -160,7 +160,8 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
         print(f"[dpgen] generation 1 of {generations}: the finished run's own evaluation", flush=True)
     elif m is None:  # train (or resume) the run; its own evaluation is generation 0
         m = run_config(cfg, run_dir)
-        save(0, m, t0)
+        # the run's own wall time counts every sitting of a resumed run (this call's clock sees only the last)
+        save(0, m, t0, float(m["wall_seconds"]) if m.get("wall_seconds") is not None else None)
     else:
         print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
     per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}

@@ -162,6 +162,21 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
         dpswd_generation.run_table("smoke", ["mnist"], generations=0, **kw)
 
 
+def test_a_resumed_cells_wall_time_counts_every_sitting(tmp_path, monkeypatch):
+    """A run trained in two sittings (stopped, then resumed by the table) reports the wall time of both, as its
+    own metrics.json does, not only the last sitting's: the table's wall column is never below its training."""
+    import dpgen.tasks
+    from dpgen.tables.grid import RESULT_FILE, evaluate_run
+
+    m = {"steps": 60000, "stop_reason": "completed", "train_seconds": 2000.0, "wall_seconds": 2070.0,
+         "privacy": {"private": True, "epsilon_spent": 9.99, "sigma": 2.0},
+         "downstream": {"logreg": {"test_acc": 10.0}}}
+    monkeypatch.setattr(dpgen.tasks, "run", lambda cfg, out: dict(m))  # the resumed sitting returns at once
+    out = evaluate_run({"seed": 0}, tmp_path / "run", generations=1)
+    assert out["wall_s"] == 2070.0 and out["wall_s"] >= out["train_s"]
+    assert json.loads((tmp_path / "run" / RESULT_FILE).read_text())["wall_s"] == 2070.0
+
+
 @pytest.mark.slow
 def test_dpswd_generation_table_every_row(outputs_tmp, fake_data_root):
     from dpgen.tables import dpswd_generation
