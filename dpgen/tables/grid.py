@@ -160,8 +160,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
         print(f"[dpgen] generation 1 of {generations}: the finished run's own evaluation", flush=True)
     elif m is None:  # train (or resume) the run; its own evaluation is generation 0
         m = run_config(cfg, run_dir)
-        # the run's own wall time counts every sitting of a resumed run (this call's clock sees only the last)
-        save(0, m, t0, float(m["wall_seconds"]) if m.get("wall_seconds") is not None else None)
+        save(0, m, t0, m.get("wall_seconds"))  # the run's own: every sitting of a resumed run, not only this one
     else:
         print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
     per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}
