@@ -161,6 +161,14 @@ def row_names(names: Optional[Sequence[str]]) -> List[str]:
     return out
 
 
+def _eps(paper_value, default):
+    """The row's epsilon as a number: the paper's cell ('10', 'inf': text in its CSV) or ``default``."""
+    if paper_value in (None, ""):
+        return default
+    v = float(paper_value)
+    return int(v) if v.is_integer() else v
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
 
@@ -184,7 +192,7 @@ def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mn
             specs.append({"preset": pattern.format(ds=DATASET_PRESET[ds]), "overrides": row_ov,
                           "run_name": f"{ds}/{pattern.format(ds='')}{tag}",
                           "row": {"dataset": ds, "method": method,
-                                  "eps": pr.get("eps", 1 if "privacy.epsilon=1" in row_ov else 10),
+                                  "eps": _eps(pr.get("eps"), 1 if "privacy.epsilon=1" in row_ov else 10),
                                   **{f"{k}_paper": pr.get(f"{p}_{col}") for k, col in
                                      (("fid", "FID"), ("logreg", "LogReg"), ("mlp", "MLP"), ("cnn", "CNN"))}}})
     rows = _run_rows(specs, scale, "dpsinkhorn_table1", data_root, generations, extra_overrides, **grid)
