@@ -163,9 +163,9 @@ def row_names(names: Optional[Sequence[str]]) -> List[str]:
 
 def _eps(paper_value, default):
     """The row's epsilon as a number: the paper's cell ('10', 'inf': text in its CSV) or ``default``."""
-    if paper_value in (None, ""):
+    v = _f(paper_value)
+    if v is None:
         return default
-    v = float(paper_value)
     return int(v) if v.is_integer() else v
 
 
