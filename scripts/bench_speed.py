@@ -19,6 +19,9 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   param_per_sample  dpsinkhorn_param per-sample clipping, batch 50, DCGAN: one record_grads call
                     | per-record backward loop vs batched (vmap) backward | floor: 50 x one backward
   da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
+  allocator         non-private Sinkhorn training step (DCGAN, batch 500, the Table 1 preset) and one CNN
+                    evaluation epoch, each in a child process with glibc's malloc as it comes vs dpgen's
+                    kept freed memory (dpgen/utils/allocator.py) | kernel (sys) CPU seconds of each beside it
 
     python scripts/bench_speed.py [--repeats 5] [--quick]   -> outputs/bench/speed_<device>.{json,md}
 
@@ -412,6 +415,87 @@ def bench_da(steps):
     return [row]
 
 
+def _allocator_child(what: str, steps: int) -> None:
+    """One measurement in this (child) process, printed as JSON: the malloc settings are per process."""
+    import resource
+    import tempfile
+
+    from dpgen.utils.allocator import keep_freed_memory
+
+    kept = keep_freed_memory()
+    if what == "nonpriv_step":
+        from dpgen.config import compose_config
+        from dpgen.tasks import run as run_task
+
+        with tempfile.TemporaryDirectory() as tmp:
+            root = _mnist_like_root(Path(tmp))
+            cfg = compose_config(["experiment=dpsinkhorn_nonpriv_mnist", f"dataset.data_root={root}",
+                                  "dataset.n_train=8000", "trainer.epochs=null", f"trainer.steps={steps}",
+                                  "trainer.progress=false", "task.eval_models=[]", "task.fid=false",
+                                  "trainer.device=cpu", f"trainer.checkpoint_every={10 * steps}",
+                                  f"trainer.log_every={steps}"])
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            m = run_task(cfg, Path(tmp) / "run")
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+        value = 1.0 / m["steps_per_second"]
+        threads = m.get("threads", torch.get_num_threads())
+    else:  # cnn_epoch
+        import torch.nn.functional as F
+
+        from dpgen.eval.downstream import CNN
+
+        n = 54000
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
+        model = CNN((1, 28, 28), 10)
+        opt = torch.optim.Adam(model.parameters())
+
+        def epoch():
+            for i in range(0, n, 128):
+                loss = F.cross_entropy(model(x[i:i + 128]), y[i:i + 128])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        from dpgen.utils.threads import ThreadShare
+
+        with ThreadShare("auto"):  # its share of the cores, as an evaluation in a run gets
+            epoch()  # warm-up
+            r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            for _ in range(steps):
+                epoch()
+            value = (time.perf_counter() - t0) / steps
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            threads = torch.get_num_threads()
+    print(json.dumps({"kept_mb": kept, "value": value, "sys": (r1.ru_stime - r0.ru_stime) / steps,
+                      "threads": threads}))
+
+
+def bench_allocator(steps):
+    """The two CPU hot paths most bound by page faults, each in a fresh child process with glibc's malloc as
+    it comes (DPGEN_MALLOC_KEEP_MB=0) and with dpgen's setting (the default); per step / epoch, plus the
+    kernel CPU seconds that go to faulting freed buffers back in."""
+    import subprocess
+
+    rows = []
+    for what, label, unit, n in (("nonpriv_step", "Non-private Sinkhorn training step (Table 1 preset: DCGAN, batch "
+                                  "500, eps 0.05), CPU", "s/step", max(5, steps // 3)),
+                                 ("cnn_epoch", "CNN evaluation epoch on 54,000 28 x 28 samples, batch 128, CPU",
+                                  "s", 1)):
+        row = {"what": label, "unit": unit}
+        for name, keep in (("glibc default", "0"), ("dpgen (kept freed memory)", "")):
+            env = {**os.environ, "DPGEN_MALLOC_KEEP_MB": keep} if keep else {
+                k: v for k, v in os.environ.items() if k != "DPGEN_MALLOC_KEEP_MB"}
+            out = subprocess.run([sys.executable, __file__, "--allocator-child", what, "--child-steps", str(n)],
+                                 env=env, capture_output=True, text=True, check=True).stdout
+            res = json.loads(out.strip().splitlines()[-1])
+            row[name] = res["value"]
+            row[f"{name} kernel CPU s"] = res["sys"]
+            row[f"{name} threads"] = res["threads"]
+        row["speed-up"] = row["glibc default"] / row["dpgen (kept freed memory)"]
+        rows.append(row)
+    return rows
+
+
 def to_markdown(meta, rows):
     lines = [f"# dpgen speed on {meta['device']}", "",
              f"torch {meta['torch']}, {meta['threads']} CPU threads, load average {meta['load_average']}, "
@@ -430,7 +514,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="drop the largest sizes and shorten the training rows")
     ap.add_argument("--out", default=os.environ.get("DPGEN_OUTPUTS", "outputs") + "/bench")
     ap.add_argument("--only", default="", help="comma list of parts to run (default: all)")
+    ap.add_argument("--allocator-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-steps", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.allocator_child:
+        return _allocator_child(args.allocator_child, args.child_steps)
+    from dpgen.utils.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as every dpgen run does: the rows below time what a run gets
     from tqdm import tqdm
 
     from dpgen.utils.io import atomic_write_text
@@ -446,6 +537,8 @@ def main(argv=None):
              ("per_record_image_gradient", lambda: bench_per_record_image_gradient(args.repeats)),
              ("dpsgd", lambda: bench_dpsgd(args.repeats, args.quick)),
              ("da_steps", lambda: bench_da(steps * 2))]
+    if DEV.type == "cpu":
+        parts.append(("allocator", lambda: bench_allocator(steps)))
     if args.only:
         unknown = set(args.only.split(",")) - {n for n, _ in parts}
         if unknown:

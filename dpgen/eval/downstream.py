@@ -336,6 +336,9 @@ def evaluate_downstream(x_syn, y_syn, x_test, y_test, models: Sequence[str] = MO
         raise ValueError(f"holdout must be in [0, 1), got {holdout}")
     if max_epochs < 1 or batch_size < 1 or patience < 1:
         raise ValueError("max_epochs, batch_size and patience must be >= 1")
+    from dpgen.utils.allocator import keep_freed_memory
+
+    keep_freed_memory()  # the classifiers' epochs stop page-faulting their buffers in (dpgen/utils/allocator.py)
 
     xs = _features(x_syn, "x_syn", clip)
     xt = _features(x_test, "x_test", clip)

@@ -116,6 +116,9 @@ class ThreadShare:
     def __enter__(self) -> "ThreadShare":
         import torch
 
+        from dpgen.utils.allocator import keep_freed_memory
+
+        keep_freed_memory()  # CPU steps stop page-faulting their buffers in again (dpgen/utils/allocator.py)
         self._before = torch.get_num_threads()  # restored at exit: a caller's own setting is left as it was
         try:  # every dpgen process registers: an auto one shares the cores the fixed ones leave
             self.folder.mkdir(parents=True, exist_ok=True)
