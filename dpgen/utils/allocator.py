@@ -5,11 +5,13 @@ step. glibc's defaults return them to the kernel (``munmap`` for blocks above it
 trimming for the rest), so every step page-faults the same memory in again: on the 2-core workplace the
 non-private Sinkhorn step (DCGAN, batch 500) spent 17 of its 48 CPU seconds in the kernel. Keeping up to
 :data:`KEEP_MB` of freed memory in the heap (``M_TRIM_THRESHOLD``, ``M_TOP_PAD``) and serving blocks up to
-32 MiB from it (``M_MMAP_THRESHOLD``) took that step from 1.17 to 0.75 s (``make bench`` measures it).
+32 MiB from it (``M_MMAP_THRESHOLD``) took 20 of those steps from 23.5 to 13.8 s on 2 idle cores (``make bench``,
+part ``allocator``, times both settings).
 
-The cost is resident memory: a process may hold up to about ``2 x KEEP_MB`` it has freed. ``DPGEN_MALLOC_KEEP_MB=0``
-turns this off; the user's own glibc tuning in the environment (any ``MALLOC_*`` variable, or
-``GLIBC_TUNABLES`` with ``glibc.malloc.*``) also leaves malloc as it is. Only glibc (Linux) is touched; elsewhere this does nothing.
+The cost is resident memory: a process may hold up to about ``2 x KEEP_MB`` it has freed.
+``DPGEN_MALLOC_KEEP_MB=0`` turns this off; the user's own glibc tuning in the environment (any ``MALLOC_*``
+variable, or ``GLIBC_TUNABLES`` with ``glibc.malloc.*``) also leaves malloc as it is. Only glibc (Linux) is
+touched; elsewhere this does nothing.
 """
 
 from __future__ import annotations
