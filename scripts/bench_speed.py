@@ -200,12 +200,27 @@ def bench_dpswd_mnist(repeats, steps):
     return rows
 
 
+def _epoch_of(model, x, y):
+    """One training epoch (batch 128, Adam) of ``model`` on (x, y), as a no-argument callable."""
+    import torch.nn.functional as F
+
+    opt = torch.optim.Adam(model.parameters())
+
+    def epoch():
+        model.train()
+        for i in range(0, len(x), 128):
+            loss = F.cross_entropy(model(x[i:i + 128]), y[i:i + 128])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return epoch
+
+
 def bench_eval(repeats, quick):
     """Downstream evaluation on MNIST-size synthetic data (the papers' protocol: 60,000 samples, 10 % held
     out): one training epoch of the MLP and of the CNN (batch 128, Adam) and the L-BFGS LogReg fit, each beside
     its FLOP floor = training FLOPs / this CPU's (or GPU's) sgemm rate measured in the same process."""
     import numpy as np
-    import torch.nn.functional as F
 
     from dpgen.eval.downstream import CNN, MLP, fit_logreg, train_flops_per_sample
 
@@ -227,16 +242,7 @@ def bench_eval(repeats, quick):
                              nn.Flatten(), nn.Linear(3136, 10))
 
     def epoch_of(model):
-        opt = torch.optim.Adam(model.parameters())
-
-        def epoch():
-            model.train()
-            for i in range(0, n, 128):
-                loss = F.cross_entropy(model(xd[i:i + 128]), yd[i:i + 128])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-        return epoch
+        return _epoch_of(model, xd, yd)
 
     for name in ("mlp", "cnn"):
         torch.manual_seed(0)
@@ -440,22 +446,12 @@ def _allocator_child(what: str, steps: int) -> None:
         value = 1.0 / m["steps_per_second"]
         threads = m.get("threads", torch.get_num_threads())
     else:  # cnn_epoch
-        import torch.nn.functional as F
-
         from dpgen.eval.downstream import CNN
 
         n = 54000
         g = torch.Generator().manual_seed(0)
         x, y = torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
-        model = CNN((1, 28, 28), 10)
-        opt = torch.optim.Adam(model.parameters())
-
-        def epoch():
-            for i in range(0, n, 128):
-                loss = F.cross_entropy(model(x[i:i + 128]), y[i:i + 128])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+        epoch = _epoch_of(CNN((1, 28, 28), 10), x, y)
         from dpgen.utils.threads import ThreadShare
 
         with ThreadShare("auto"):  # its share of the cores, as an evaluation in a run gets
