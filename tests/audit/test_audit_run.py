@@ -67,18 +67,22 @@ def test_the_bound_is_valid_for_randomized_response():
 
 
 def test_dpsgd_whole_run_through_the_real_loop(tmp_path):
+    """m = 1000 canaries: with 200 (the first version) the two bounds' tails met: the mechanism's noise comes
+    from OS entropy, and one CI run drew a full-noise bound of 0.85 beside a low-noise one of 1.33. Measured
+    over 10 pairs at m = 1000: full-noise 0 - 0.52, low-noise 2.94 every time (100 of 100 guesses right)."""
     from dpgen.audit.one_run import audit_run
 
-    full = audit_run("dpsgd", m=200, noise_scale=1.0, quick=True, out_dir=tmp_path / "full")
+    full = audit_run("dpsgd", m=1000, noise_scale=1.0, quick=True, out_dir=tmp_path / "full")
     assert full["epsilon_lb"] <= full["claimed_epsilon"] and full["verdict"].startswith("pass")
     assert full["claimed_epsilon"] == pytest.approx(2.2, abs=0.01)  # the ledger calibrated the whole run
     led = json.loads((tmp_path / "full" / "checkpoints" / "ledger.json").read_text())
     assert led["private_steps"] == full["steps"]
-    # a twentieth of the noise while the ledger charges the full noise: the audit sees it
-    low = audit_run("dpsgd", m=200, noise_scale=0.05, quick=True, out_dir=tmp_path / "low")
+    # a twentieth of the noise while the ledger charges the full noise: the audit catches it
+    low = audit_run("dpsgd", m=1000, noise_scale=0.05, quick=True, out_dir=tmp_path / "low")
     assert low["claimed_epsilon"] == pytest.approx(full["claimed_epsilon"], rel=1e-3)
     assert low["epsilon_at_actual_noise"] > 100 * low["claimed_epsilon"]
-    assert low["epsilon_lb"] > full["epsilon_lb"] + 0.5
+    assert low["epsilon_lb"] > low["claimed_epsilon"] and low["verdict"].startswith("caught")
+    assert low["epsilon_lb"] > full["epsilon_lb"] + 1.0
 
 
 def test_dpsinkhorn_dct_whole_run_through_the_real_loop(tmp_path):
