@@ -261,8 +261,11 @@ class ModelConfig:
     #: fixed inverse DCT after them: DP-Sinkhorn's hook then sits on the coefficients)
     generator: str = "auto"
     code_dim: int = 10
-    #: generator=dct only: k, the k x k lowest-frequency DCT coefficients per channel it outputs
+    #: generator=dct, or dct_project=true: k, the k x k lowest-frequency DCT coefficients per channel
     dct_size: int = 10
+    #: any other image generator (e.g. dcgan): project its output onto the dct_size x dct_size lowest DCT
+    #: frequencies, decoded as dct decodes; DP-Sinkhorn's hook and per-record gradient then sit on the coefficients
+    dct_project: bool = False
 
     def __post_init__(self) -> None:
         _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64",

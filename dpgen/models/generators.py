@@ -17,6 +17,9 @@
   Its output layer is the privacy barrier of DP-Sinkhorn (``sample_code`` / ``decode``): the
   image gradient is released in K dimensions per sample instead of H x W (K = 100 of 784 for
   MNIST: 2.8x less noise norm at the same sigma).
+* ``model.dct_project=true`` — any other image generator (e.g. ``dcgan``) followed by the orthogonal
+  projection of its images onto the same k x k lowest frequencies and the same fixed decode
+  (``DCTProjectedGenerator``): the inner generator's architecture with ``dct``'s barrier.
 
 Every generator splits into ``code`` (the trainable layers) and ``decode`` (fixed operations without
 parameters; the identity unless said otherwise): ``sample_code`` gives the tensor at that split,
@@ -94,7 +97,48 @@ class DCGAN64Generator(ConditionalGenerator):
         return (self.net(x) + 1) / 2
 
 
-class DCTGenerator(ConditionalGenerator):
+class _DCTDecode:
+    """The fixed decode shared by ``dct`` and ``model.dct_project``: the ``c k k`` lowest-frequency 2-D DCT-II
+    coefficients per channel -> image (inverse DCT, then a clamp to [0, 1] with a straight-through gradient).
+    The basis is a non-persistent float32 buffer scaled by sqrt(H W) / k (unit-variance codes give
+    unit-variance pixels); nothing in it is trainable or read from data."""
+
+    def _init_dct(self, dct_size: int, name: str) -> None:
+        if len(self.out_shape) != 3:
+            raise ValueError(f"{name} needs images (C, H, W), the dataset gives {self.out_shape}")
+        c, h, w = self.out_shape
+        k = int(dct_size)
+        if not 1 <= k <= min(h, w):
+            raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
+        self.k = k
+        # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k; float32 buffer
+        basis = torch.einsum("ui,vj->uvij", dct_matrix(h)[:k], dct_matrix(w)[:k]).reshape(k * k, h * w)
+        self.register_buffer("basis", basis.float() * (math.sqrt(h * w) / k), persistent=False)
+
+    def decode(self, code: torch.Tensor) -> torch.Tensor:
+        c, h, w = self.out_shape
+        x = (code.reshape(code.shape[0], c, self.k * self.k) @ self.basis).reshape(code.shape[0], c, h, w)
+        return x + (x.clamp(0.0, 1.0) - x).detach()  # values in [0, 1], gradient of the identity
+
+    def decode_vjp(self, pixel_grad: torch.Tensor) -> torch.Tensor:
+        """The code gradient of a function of ``decode(code)`` whose image gradient is ``pixel_grad``
+        ([..., C, H, W] -> [..., C k k]): ``decode`` is linear with a straight-through clamp, so its
+        vector-Jacobian product is the same fixed matrix for every sample, ``v @ basis^T`` per channel."""
+        c, h, w = self.out_shape
+        lead = pixel_grad.shape[:-3]
+        g = pixel_grad.reshape(*lead, c, h * w) @ self.basis.t().to(pixel_grad.dtype)
+        return g.reshape(*lead, c * self.k * self.k)
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """The coefficients of images x [n, C, H, W] whose ``decode`` (before the clamp) is x's orthogonal
+        projection onto the k x k lowest frequencies: the basis rows are orthogonal with squared norm
+        H W / k^2, so code = x basis^T k^2 / (H W)."""
+        c, h, w = self.out_shape
+        code = x.reshape(x.shape[0], c, h * w) @ self.basis.t().to(x.dtype) * (self.k * self.k / (h * w))
+        return code.reshape(x.shape[0], c * self.k * self.k)
+
+
+class DCTGenerator(_DCTDecode, ConditionalGenerator):
     """MLP -> the k x k lowest-frequency DCT coefficients per channel -> fixed inverse DCT -> [0, 1].
 
     ``decode`` has no parameters (the basis is a buffer): every trainable weight sits before the
@@ -109,42 +153,43 @@ class DCTGenerator(ConditionalGenerator):
     def __init__(self, code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size: int = 10,
                  hidden: Sequence[int] = (256, 256)):
         super().__init__(code_dim, num_classes, out_shape)
-        if len(self.out_shape) != 3:
-            raise ValueError(f"model.generator=dct needs images (C, H, W), the dataset gives {self.out_shape}")
-        c, h, w = self.out_shape
-        k = int(dct_size)
-        if not 1 <= k <= min(h, w):
-            raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
-        self.k = k
+        self._init_dct(dct_size, "model.generator=dct")
+        c = self.out_shape[0]
         dims = [self.code_dim + self.num_classes, *hidden]
         layers = []
         for a, b in zip(dims[:-1], dims[1:]):
             layers += [nn.Linear(a, b), nn.LeakyReLU(0.2)]
-        layers += [nn.Linear(dims[-1], c * k * k)]
+        layers += [nn.Linear(dims[-1], c * self.k * self.k)]
         self.net = nn.Sequential(*layers)
-        # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k; float32 buffer
-        basis = torch.einsum("ui,vj->uvij", dct_matrix(h)[:k], dct_matrix(w)[:k]).reshape(k * k, h * w)
-        self.register_buffer("basis", basis.float() * (math.sqrt(h * w) / k), persistent=False)
 
     def code(self, z, y=None) -> torch.Tensor:
         return self.net(self.inputs(z, y))
 
-    def decode(self, code: torch.Tensor) -> torch.Tensor:
-        c, h, w = self.out_shape
-        x = (code.reshape(code.shape[0], c, self.k * self.k) @ self.basis).reshape(code.shape[0], c, h, w)
-        return x + (x.clamp(0.0, 1.0) - x).detach()  # values in [0, 1], gradient of the identity
-
     def forward(self, z, y=None):
         return self.decode(self.code(z, y))
 
-    def decode_vjp(self, pixel_grad: torch.Tensor) -> torch.Tensor:
-        """The code gradient of a function of ``decode(code)`` whose image gradient is ``pixel_grad``
-        ([..., C, H, W] -> [..., C k k]): ``decode`` is linear with a straight-through clamp, so its
-        vector-Jacobian product is the same fixed matrix for every sample, ``v @ basis^T`` per channel."""
-        c, h, w = self.out_shape
-        lead = pixel_grad.shape[:-3]
-        g = pixel_grad.reshape(*lead, c, h * w) @ self.basis.t().to(pixel_grad.dtype)
-        return g.reshape(*lead, c * self.k * self.k)
+
+class DCTProjectedGenerator(_DCTDecode, ConditionalGenerator):
+    """``model.dct_project=true``: any image generator whose output is projected onto its k x k
+    lowest-frequency DCT coefficients (``code``: a fixed linear map after the inner generator's last
+    layer), then decoded as ``dct`` decodes (inverse DCT, straight-through clamp). The inner generator
+    (a DCGAN, say) keeps its architecture and latent law; the privacy barrier of DP-Sinkhorn's hook and
+    per-record gradient moves from its H x W pixels to the C k k coefficients, as with ``dct``. The
+    projection has no parameters, so every trainable weight still sits before the barrier."""
+
+    def __init__(self, inner: ConditionalGenerator, dct_size: int = 10):
+        super().__init__(inner.code_dim, inner.num_classes, inner.out_shape)
+        self.inner = inner
+        self._init_dct(dct_size, "model.dct_project=true")
+
+    def draw(self, n: int, y=None, generator=None, device=None):
+        return self.inner.draw(n, y, generator, device)
+
+    def code(self, z, y=None) -> torch.Tensor:
+        return self.project(self.inner(z, y))
+
+    def forward(self, z, y=None):
+        return self.decode(self.code(z, y))
 
 
 GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
@@ -161,9 +206,17 @@ def default_generator(shape: Sequence[int]) -> str:
 
 
 def generator_from_config(model_cfg, out_shape, num_classes: int) -> ConditionalGenerator:
-    """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct``)."""
+    """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct`` and ``model.dct_project``,
+    which wraps the generator in :class:`DCTProjectedGenerator`)."""
     kw = {"dct_size": int(model_cfg.dct_size)} if model_cfg.generator == "dct" else {}
-    return make_generator(model_cfg.generator, out_shape, num_classes, model_cfg.code_dim, **kw)
+    gen = make_generator(model_cfg.generator, out_shape, num_classes, model_cfg.code_dim, **kw)
+    if bool(getattr(model_cfg, "dct_project", False)):
+        if model_cfg.generator == "dct":
+            raise ValueError("model.dct_project=true projects another generator's images onto DCT coefficients; "
+                             "model.generator=dct emits them already: drop model.dct_project or pick another "
+                             "generator (e.g. model.generator=dcgan)")
+        gen = DCTProjectedGenerator(gen, int(model_cfg.dct_size))
+    return gen
 
 
 def make_generator(name: str, out_shape, num_classes: int, code_dim: int, **kwargs) -> ConditionalGenerator:
