@@ -137,6 +137,10 @@ class _DCTDecode:
         code = x.reshape(x.shape[0], c, h * w) @ self.basis.t().to(x.dtype) * (self.k * self.k / (h * w))
         return code.reshape(x.shape[0], c * self.k * self.k)
 
+    def forward(self, z, y=None):
+        """Samples: the subclass's ``code`` (every trainable layer), then the fixed ``decode``."""
+        return self.decode(self.code(z, y))
+
 
 class DCTGenerator(_DCTDecode, ConditionalGenerator):
     """MLP -> the k x k lowest-frequency DCT coefficients per channel -> fixed inverse DCT -> [0, 1].
@@ -165,9 +169,6 @@ class DCTGenerator(_DCTDecode, ConditionalGenerator):
     def code(self, z, y=None) -> torch.Tensor:
         return self.net(self.inputs(z, y))
 
-    def forward(self, z, y=None):
-        return self.decode(self.code(z, y))
-
 
 class DCTProjectedGenerator(_DCTDecode, ConditionalGenerator):
     """``model.dct_project=true``: any image generator whose output is projected onto its k x k
@@ -187,9 +188,6 @@ class DCTProjectedGenerator(_DCTDecode, ConditionalGenerator):
 
     def code(self, z, y=None) -> torch.Tensor:
         return self.project(self.inner(z, y))
-
-    def forward(self, z, y=None):
-        return self.decode(self.code(z, y))
 
 
 GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
