@@ -110,11 +110,17 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
                    ) -> Tuple[torch.nn.Module, float, list]:
     """Train a generator on ``target`` (a set already released) with the config ``python run.py
     <overrides>`` composes, through the one loop, in the run folder ``run_dir`` (config.yaml,
-    metrics.jsonl, checkpoint). Returns (generator, seconds, [(step, loss), ...])."""
+    metrics.jsonl, checkpoint). Returns (generator, seconds, [(step, loss), ...]).
+
+    The run goes through ``resume=auto`` (an override may say otherwise): a finished run in ``run_dir`` is read
+    back from its checkpoint without training again, an interrupted one continues from its last checkpoint
+    (``trainer.checkpoint_every``), so a figure at the paper's length survives interruptions and sessions.
+    ``seconds`` then covers the whole run, all its sittings."""
     from dpgen.config import compose_config
     from dpgen.train.loop import fit
 
-    cfg = compose_config([*overrides, "privacy.secret_randomness=false",  # batches of a public release: seeded
+    cfg = compose_config(["resume=auto", *overrides,
+                          "privacy.secret_randomness=false",  # batches of a public release: seeded
                           f"trainer.progress={str(progress).lower()}"])
     task = ReleasedSetTask(target)
     metrics = fit(cfg, task, run_dir)
@@ -126,21 +132,31 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
 def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, release: Dict[str, Any], generator: str,
                   code_dim: int, steps: int, run_dir, batch_size: Optional[int] = None, lr: float = 1e-3,
                   optimizer: str = "rmsprop", scaling: float = 0.8, seed: int = 0, preset: str = "ldp_manifolds",
-                  progress: bool = True) -> Tuple[torch.nn.Module, float, list]:
+                  dataset: Optional[str] = None, progress: bool = True) -> Tuple[torch.nn.Module, float, list]:
     """``method=entropic_ldp`` with ``loss`` (order ``p``, regularisation ``reg``) on ``target``, the release
     ``release`` describes (method.mechanism, privacy.epsilon, method.radius, method.project): see
     :func:`fit_on_release`. ``batch_size`` None: the full set every step (the paper's synthetic experiment).
     ``preset``: the experiment the run's config.yaml starts from (it names the dataset the release came from;
-    every training setting is given here)."""
+    every training setting is given here); ``dataset``: the dataset the release came from, when it is not the
+    preset's (e.g. ``mnist``, the full set, beside a preset written for ``mnist10k``), so that the run's
+    config.yaml names the data it was trained on."""
     b = len(target) if batch_size is None else min(int(batch_size), len(target))
     betas = "[0.5,0.999]" if optimizer == "adam" else "[0.9,0.999]"
     return fit_on_release(target, [
-        f"experiment={preset}", *(f"{k}={v}" for k, v in release.items()), f"method.loss={loss}",
+        f"experiment={preset}", *([f"dataset={dataset}"] if dataset else []),
+        *(f"{k}={v}" for k, v in release.items()), f"method.loss={loss}",
         f"method.p={p}", f"method.reg={reg}", "method.force=true", f"method.scaling={scaling}",
         f"model.generator={generator}", f"model.code_dim={code_dim}", "trainer.epochs=null", f"trainer.steps={steps}",
         f"trainer.batch_size={b}", f"trainer.lr={lr}", f"trainer.optimizer={optimizer}", f"trainer.betas={betas}",
-        f"trainer.log_every={max(1, steps // 20)}", f"trainer.checkpoint_every={steps}", f"seed={seed}"],
+        f"trainer.log_every={max(1, steps // 20)}", f"trainer.checkpoint_every={checkpoint_every(steps)}",
+        f"seed={seed}"],
         run_dir, progress)
+
+
+def checkpoint_every(steps: int, every: int = 1000) -> int:
+    """A figure run's checkpoint cadence: every ``every`` steps (at most ``steps``), so an interrupted
+    paper-length run loses at most that much work when it resumes."""
+    return max(1, min(int(steps), int(every)))
 
 
 def runs_dir(table: str, scale: str) -> Path:

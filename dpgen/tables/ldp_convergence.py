@@ -60,6 +60,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
             gen, sec, _ = fit_generator(
                 target, loss, p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"], lr=LR,
                 optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
+                dataset=dataset,
                 release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
                 run_dir=runs_dir(figure_name("ldp_convergence", dataset), scale) / f"s{noise:g}_{loss}")
             g = generate(gen, ne)

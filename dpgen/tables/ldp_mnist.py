@@ -29,8 +29,8 @@ from dpgen.config import table_scales
 from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, figure_name, fit_generator, fit_on_release, generate,
-                                     load_mnist_images, run_mnist_figure, runs_dir, w2)
+from dpgen.tables.ldp_common import (MNIST_SETS, checkpoint_every, figure_name, fit_generator, fit_on_release,
+                                     generate, load_mnist_images, run_mnist_figure, runs_dir, w2)
 
 DELTA = 1e-5
 RADIUS = {"laplace": 784.0, "gaussian": 28.0}  # max l1 / l2 norm of an image in [0, 1]^784
@@ -75,6 +75,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
             gen, sec, _ = fit_generator(
                 zimg, kind, p, reg, generator="dcgan28", code_dim=100, steps=s["steps"], batch_size=s["batch"],
                 lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
+                dataset=dataset,
                 release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": RADIUS[mech],
                          "method.project": "false"},
                 run_dir=runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_{kind}")
@@ -84,7 +85,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
             "method=wgan_gp", f"dataset={dataset}", "task.eval_models=[]", "model.generator=dcgan28", "model.code_dim=100",
             "trainer.epochs=null", f"trainer.steps={s['wgan_steps']}", "trainer.batch_size=64", "trainer.lr=1e-4",
             "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
-            f"trainer.checkpoint_every={s['wgan_steps']}"], runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_wgan_gp", progress)
+            f"trainer.checkpoint_every={checkpoint_every(s['wgan_steps'])}"], runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
     return rows, pics
 

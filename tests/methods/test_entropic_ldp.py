@@ -231,6 +231,27 @@ def test_zero_noise_tiny_regularisation_fits_a_2d_target(tmp_path):
     assert hist and hist[-1][0] == 150 and (tmp_path / "trained" / "config.yaml").exists()
 
 
+def test_a_figure_run_resumes_and_a_finished_one_is_read_back(tmp_path):
+    """The figures' runs go through resume=auto: a run stopped at step 2 of 4 continues from its checkpoint
+    (no step twice), and a finished run is read back from its checkpoint, not trained again."""
+    from dpgen.tables.ldp_common import checkpoint_every, fit_generator, generate
+
+    assert checkpoint_every(10_000) == 1000 and checkpoint_every(300) == 300 and checkpoint_every(0) == 1
+    tt = torch.tensor(np.random.default_rng(1).uniform(-1, 1, size=(64, 2)), dtype=torch.float32)
+    kw = dict(generator="mlp256_uniform", code_dim=2, lr=1e-3, optimizer="adam", seed=0, progress=False,
+              release={"method.mechanism": "gaussian", "privacy.epsilon": 50.0}, run_dir=tmp_path / "run")
+    fit_generator(tt, "entropic", 2, 1e-2, steps=2, **kw)  # an interrupted run: its checkpoint holds step 2
+    gen, _, hist = fit_generator(tt, "entropic", 2, 1e-2, steps=4, **kw)
+    assert [h[0] for h in hist] == [1, 2, 3, 4]  # steps 3 and 4 added, 1 and 2 kept, none twice
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["steps"] == 4
+    stamp = (tmp_path / "run" / "checkpoints" / "last.pt").stat().st_mtime_ns
+    again, _, hist2 = fit_generator(tt, "entropic", 2, 1e-2, steps=4, **kw)
+    assert hist2 == hist
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").stat().st_mtime_ns == stamp  # no step trained
+    assert torch.equal(generate(again, 16), generate(gen, 16))
+
+
 def test_trainer_runs_privatises_once_and_resume_reuses_the_release(tmp_path):
     from dpgen.tasks import TASKS
 
@@ -318,7 +339,9 @@ def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monk
     assert {r["column"] for r in rows2} == set(ldp_mnist.COLS) and all(np.isfinite(r["w2_to_clean"]) for r in rows2)
     for name in ("ldp_convergence_mnist", "ldp_mnist_mnist"):
         assert "full MNIST" in (outputs_tmp / "tables" / f"{name}.md").read_text()
-        assert (outputs_tmp / "runs" / name / "smoke").is_dir()
+        runs = sorted((outputs_tmp / "runs" / name / "smoke").iterdir())
+        # every run's config.yaml names the data its release came from, the full MNIST, not the preset's stand-in
+        assert runs and all("name: mnist\n" in (r / "config.yaml").read_text() for r in runs)
     for fig in ("ldp_fig5_convergence_mnist", "ldp_fig2_mnist_mnist"):
         assert (outputs_tmp / "figures" / f"{fig}.png").exists()
     with pytest.raises(SystemExit):  # argparse names the choices
