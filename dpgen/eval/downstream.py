@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from dpgen.eval._common import (as_image_batch, check_unit_range, infer_image_shape,
                                 seeded, to_float_tensor, to_numpy)
 from dpgen.utils.device import resolve_device
+from dpgen.utils.threads import rebalance_active
 
 MODELS = ("logreg", "mlp", "cnn")
 
@@ -280,6 +281,7 @@ def train_torch_classifier(model: nn.Module, x_fit: torch.Tensor, y_fit: torch.T
         epochs = bar
     epoch = 0
     for epoch in epochs:
+        rebalance_active()  # this process's share of the cores, re-read between epochs (dpgen.utils.threads)
         model.train()
         perm = torch.randperm(n, generator=gen).to(dev)
         for i in range(0, n, batch_size):

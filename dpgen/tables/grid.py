@@ -127,6 +127,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     from dpgen.tasks import run as run_config
     from dpgen.tasks.generation import evaluate_generator, fid_of_generator
     from dpgen.utils.io import atomic_write_text
+    from dpgen.utils.threads import ThreadShare
 
     t0 = time.time()
     key = _config_key(cfg)
@@ -200,9 +201,12 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
             print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
             t_g = time.time()
             c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
-            extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
-            if cfg.task.fid:
-                extra.update(fid_of_generator(c, gen, shape, device))
+            # this process's share of the cores, as during training (run_config's ThreadShare has ended): without
+            # it two table drivers side by side evaluate with torch's default threads each and oversubscribe
+            with ThreadShare(cfg.trainer.threads):
+                extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
+                if cfg.task.fid:
+                    extra.update(fid_of_generator(c, gen, shape, device))
             save(g, extra, t_g)
         else:
             print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)

@@ -41,6 +41,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: the ThreadShare blocks open in this process, innermost last (:func:`rebalance_active`)
+_ACTIVE: list = []
+
+
+def rebalance_active() -> None:
+    """Re-read the share of the innermost open :class:`ThreadShare`, if any (rate-limited like
+    :meth:`ThreadShare.rebalance`): long work outside the training loop (the downstream classifiers' epochs)
+    calls it, so a process that entered while alone gives cores back when another one starts."""
+    if _ACTIVE:
+        _ACTIVE[-1].rebalance()
+
+
 class ThreadShare:
     """Registers this process and sets torch's (and the BLAS pools') thread count to its share."""
 
@@ -129,6 +141,7 @@ class ThreadShare:
         if self.managed or isinstance(self.setting, int):
             self._apply(self.share())
             self._last = time.monotonic()
+        _ACTIVE.append(self)
         return self
 
     def rebalance(self) -> None:
@@ -141,6 +154,8 @@ class ThreadShare:
             self._apply(self.share())
 
     def __exit__(self, *exc) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         if self.threads is not None and self.threads != self._before:
             import torch
 

@@ -48,6 +48,25 @@ def test_auto_shares_the_cores_with_the_other_live_runs(tmp_path, two_cores):
         other.kill()
 
 
+def test_the_downstream_classifiers_give_cores_back_between_epochs(tmp_path, two_cores):
+    """A process that entered its share alone (2 threads) and then evaluates for minutes re-reads the share
+    between the classifiers' epochs (rebalance_active), so a second run started meanwhile gets its core."""
+    from dpgen.eval.downstream import MLP, train_torch_classifier
+
+    other = _sleeper()
+    try:
+        T.rebalance_active()  # no open share: nothing to do
+        with T.ThreadShare("auto", folder=tmp_path, every_s=0.0) as share:
+            assert torch.get_num_threads() == 2 and T._ACTIVE[-1] is share
+            (tmp_path / str(other.pid)).write_text("auto")  # a second run starts during the evaluation
+            x, y = torch.rand(64, 784), torch.randint(0, 10, (64,))
+            train_torch_classifier(MLP(784, 10), x, y, None, None, max_epochs=1)
+            assert torch.get_num_threads() == 1
+        assert not T._ACTIVE
+    finally:
+        other.kill()
+
+
 def test_a_fixed_count_and_omp_num_threads_win_over_auto(tmp_path, two_cores, monkeypatch):
     with T.ThreadShare("1", folder=tmp_path) as share:
         assert torch.get_num_threads() == 1 and share.share() == 1
