@@ -407,3 +407,23 @@ def test_the_cnn_dropout_keeps_each_unit_with_probability_one_minus_p():
     d.eval()
     assert torch.equal(d(x), x)
     assert torch.equal(Dropout(1.0)(x), torch.zeros_like(x)) and torch.equal(Dropout(0.0)(x), x)
+
+
+def test_classifier_adam_is_fused_adam_with_the_same_update():
+    """The downstream classifiers' optimizer is torch's fused Adam on CPU, and its steps follow the same
+    rule as the for-loop Adam it replaced (to float rounding)."""
+    from dpgen.eval.downstream import MLP, classifier_adam
+
+    torch.manual_seed(0)
+    a, b = MLP(20, 3, hidden=8), MLP(20, 3, hidden=8)
+    b.load_state_dict(a.state_dict())
+    opt_a, opt_b = classifier_adam(a, lr=1e-2), torch.optim.Adam(b.parameters(), lr=1e-2)
+    assert opt_a.defaults["fused"] is True
+    x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
+    for _ in range(20):
+        for m, o in ((a, opt_a), (b, opt_b)):
+            o.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            o.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
