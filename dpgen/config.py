@@ -266,6 +266,9 @@ class ModelConfig:
     #: any other image generator (e.g. dcgan): project its output onto the dct_size x dct_size lowest DCT
     #: frequencies, decoded as dct decodes; DP-Sinkhorn's hook and per-record gradient then sit on the coefficients
     dct_project: bool = False
+    #: merf_conv's two x2 upsamplings: nearest (dpgen's default, every measured Table 2 row) or bilinear
+    #: (corners aligned: DP-MERF's own generator, which DP-SWD's Table 3 says it reused)
+    upsample: str = "nearest"
 
     def __post_init__(self) -> None:
         _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64",
@@ -273,6 +276,7 @@ class ModelConfig:
                                                     "dcgan", "biggan32", "dct"))
         check_positive_int(self.code_dim, "model.code_dim")
         check_positive_int(self.dct_size, "model.dct_size")
+        _choice(self.upsample, "model.upsample", ("nearest", "bilinear"))
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 * ``merf_conv`` — DP-SWD Table 3 (the DP-MERF generator): FC 20-200, BN, FC 200-784, BN,
   reshape to 16 x 7 x 7, upsample x2, conv 5x5 (16 -> 8) + ReLU, upsample x2, conv 5x5 (8 -> C)
-  + sigmoid: 28 x 28 images, ~167K parameters for code 10 + one-hot label 10. (Table 3 prints
+  + sigmoid: 28 x 28 images, ~167K parameters for code 10 + one-hot label 10. ``upsample``: nearest
+  (dpgen's default) or bilinear with aligned corners, the mode of DP-MERF's released generator, which
+  DP-SWD says it reused (``model.upsample=bilinear``; Table 3 prints only "upsampling factor = 2"). (Table 3 prints
   "Reshape 28 x 28"; two x2 upsamplings of 28 x 28 would give 112 x 112, so the 784 units are
   read as 16 channels of 7 x 7, which gives 28 x 28 and the ~180K parameters the paper quotes.)
 * ``dcgan64`` — DP-SWD Table 5 (Nguyen et al.'s CelebA generator): transposed convolutions
@@ -56,8 +58,11 @@ class MLPGenerator(ConditionalGenerator):
 
 class MERFConvGenerator(ConditionalGenerator):
     def __init__(self, code_dim=10, num_classes=10, out_shape=(1, 28, 28), hidden: int = 200,
-                 channels: Sequence[int] = (16, 8), kernel: int = 5):
+                 channels: Sequence[int] = (16, 8), kernel: int = 5, upsample: str = "nearest"):
         super().__init__(code_dim, num_classes, out_shape)
+        if upsample not in ("nearest", "bilinear"):
+            raise ValueError(f"merf_conv: upsample={upsample!r}; choose nearest or bilinear")
+        self.upsample = upsample
         c_out, h, w = self.out_shape
         if h % 4 or w % 4:
             raise ValueError(f"merf_conv needs an image size divisible by 4, got {h} x {w}")
@@ -73,8 +78,13 @@ class MERFConvGenerator(ConditionalGenerator):
     def forward(self, z, y=None):
         x = F.relu(self.bn1(self.fc1(self.inputs(z, y))))
         x = self.bn2(self.fc2(x)).view(-1, self.c0, self.h0, self.w0)
-        x = F.relu(self.conv1(F.interpolate(x, scale_factor=2)))
-        return torch.sigmoid(self.conv2(F.interpolate(x, scale_factor=2)))
+        x = F.relu(self.conv1(self._up(x)))
+        return torch.sigmoid(self.conv2(self._up(x)))
+
+    def _up(self, x):
+        if self.upsample == "bilinear":
+            return F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
+        return F.interpolate(x, scale_factor=2)
 
 
 class DCGAN64Generator(ConditionalGenerator):
@@ -207,6 +217,13 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
     """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct`` and ``model.dct_project``,
     which wraps the generator in :class:`DCTProjectedGenerator`)."""
     kw = {"dct_size": int(model_cfg.dct_size)} if model_cfg.generator == "dct" else {}
+    upsample = str(getattr(model_cfg, "upsample", "nearest"))
+    name = default_generator(out_shape) if model_cfg.generator == "auto" else model_cfg.generator
+    if name == "merf_conv":
+        kw["upsample"] = upsample
+    elif upsample != "nearest":
+        raise ValueError(f"model.upsample={upsample} applies to the merf_conv generator only, this run's is "
+                         f"{model_cfg.generator!r}: drop model.upsample or set model.generator=merf_conv")
     gen = make_generator(model_cfg.generator, out_shape, num_classes, model_cfg.code_dim, **kw)
     if bool(getattr(model_cfg, "dct_project", False)):
         if model_cfg.generator == "dct":

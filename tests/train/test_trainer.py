@@ -110,6 +110,35 @@ def test_unknown_generator_and_oversized_batch_are_named():
         run_task(cfg, "/tmp/dpgen-never-written")
 
 
+def test_merf_conv_upsample_modes():
+    """model.upsample: nearest repeats each pixel of the 7 x 7 map, bilinear (DP-MERF's generator) interpolates
+    with aligned corners; both give 28 x 28 images in [0, 1] from the same parameters, and another generator
+    refuses the setting by name."""
+    import torch
+    import torch.nn.functional as F
+    from omegaconf import OmegaConf
+
+    from dpgen.models import generator_from_config
+
+    cfgs = {m: OmegaConf.create({"generator": "auto", "code_dim": 10, "dct_size": 10, "dct_project": False,
+                                 "upsample": m}) for m in ("nearest", "bilinear")}
+    near, bil = (generator_from_config(cfgs[m], (1, 28, 28), 10) for m in ("nearest", "bilinear"))
+    bil.load_state_dict(near.state_dict())
+    x = torch.arange(4.0).view(1, 1, 2, 2)
+    assert torch.equal(near._up(x)[0, 0, :2, :2], torch.zeros(2, 2))  # nearest: one value repeated
+    torch.testing.assert_close(bil._up(x)[0, 0, 0], torch.tensor([0.0, 1 / 3, 2 / 3, 1.0]))  # corners aligned
+    assert torch.equal(bil._up(x), F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True))
+    near.eval(), bil.eval()
+    z, y = torch.randn(6, 10), torch.arange(6) % 10
+    a, b = near(z, y), bil(z, y)
+    assert a.shape == b.shape == (6, 1, 28, 28) and 0 <= float(b.min()) and float(b.max()) <= 1
+    assert not torch.allclose(a, b)
+    with pytest.raises(ValueError, match="model.upsample=bilinear applies to the merf_conv"):
+        generator_from_config(OmegaConf.create({**cfgs["bilinear"], "generator": "mlp"}), (1, 28, 28), 10)
+    with pytest.raises(Exception, match="model.upsample"):
+        _cfg("model.upsample=cubic")
+
+
 def _run(out, *args, **kw):
     return subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), f"hydra.run.dir={out}", "trainer.progress=false",
