@@ -844,3 +844,21 @@ def test_dct_project_per_record_release_has_sensitivity_C_and_the_closed_form_eq
     assert (err <= 1e-3 * slow.flatten(1).norm(dim=1) + 1e-6).all(), err
     shifts = _added_record_shifts(m, gen, trials=20, seed=5)
     assert max(shifts) <= clip * (1 + 1e-5) and max(shifts) > 0.9 * clip
+
+
+@pytest.mark.parametrize("ds,preset", [("mnist", "mnist"), ("fashion_mnist", "fmnist")])
+def test_best_preset_is_the_table1_batch_200_row(ds, preset):
+    """experiment=dpsinkhorn_best_<ds> trains exactly Table 1's best row (batch 200): every setting but the name."""
+    import dataclasses
+
+    from dpgen.config import compose_preset
+    from dpgen.tables.dpsinkhorn_tables import TABLE1_ROWS
+
+    pattern, overrides, _ = TABLE1_ROWS["DP-Sinkhorn (dpgen: DCT barrier, 60k steps, per-record clip, Adam 3e-4, "
+                                        "batch 200)"]
+    row = dataclasses.asdict(compose_preset(pattern.format(ds=preset), overrides))
+    best = dataclasses.asdict(compose_preset(f"dpsinkhorn_best_{preset}"))
+    assert best.pop("experiment_name") == f"dpsinkhorn_best_{preset}"
+    row.pop("experiment_name")
+    assert best == row
+    assert best["dataset"]["name"] == ds and best["trainer"]["batch_size"] == 200
