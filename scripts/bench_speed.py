@@ -262,7 +262,7 @@ def bench_eval(repeats, quick):
                      "x floor": t["dpgen"] / floor, "sgemm GFLOP/s": rate / 1e9})
     xs = x.reshape(n, -1).numpy()
     fit_logreg(xs[:1000], y[:1000].numpy())  # imports scikit-learn and scipy outside the timing (until
-    # 2026-11-27 the row timed them too: about 1 s of the 1.8 s it read with one thread)
+    # 2026-11-26 the row timed them too: about 1 s of the 1.8 s it read with one thread)
     t0 = time.perf_counter()
     clf, _ = fit_logreg(xs, y.numpy())
     sec = time.perf_counter() - t0
