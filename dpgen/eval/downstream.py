@@ -241,7 +241,6 @@ def fit_logreg(x_fit: np.ndarray, y_fit: np.ndarray, seed: int = 0, max_iter: in
     return clf, converged
 
 
-@torch.no_grad()
 def classifier_adam(model: nn.Module, lr: float = 1e-3) -> torch.optim.Adam:
     """Adam for the downstream classifiers, with torch's fused kernel where the parameters' device has one
     (CPU, CUDA): one pass over each tensor per step instead of a chain of elementwise ops. At batch 128 the
@@ -253,6 +252,7 @@ def classifier_adam(model: nn.Module, lr: float = 1e-3) -> torch.optim.Adam:
     return torch.optim.Adam(params, lr=lr, **({"fused": True} if fused else {}))
 
 
+@torch.no_grad()
 def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048
               ) -> Tuple[float, float]:
     """(accuracy in %, mean cross-entropy) of ``model`` on (x, y), in eval mode."""

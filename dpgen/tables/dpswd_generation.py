@@ -44,7 +44,7 @@ VARIANTS = {  # row name -> (preset suffix, extra overrides)
     # the same with DP-MERF's bilinear upsampling in the generator (DP-SWD reused DP-MERF's generator)
     "SWD (bilinear upsampling)": ("swd_{ds}", ["model.upsample=bilinear"]),
     # dpgen's non-private SWD: tensor label rows and Adam 1e-3, both chosen on USPS (public proxy, 2 seeds each
-    # of the four combinations; README): not the paper's baseline, the ceiling a better-tuned SWD reaches
+    # of the four combinations; docs/RUNS.md): not the paper's baseline, the ceiling a better-tuned SWD reaches
     "SWD (dpgen: tensor labels, Adam 1e-3)": ("swd_{ds}", ["method.label_mode=tensor", "trainer.lr=1e-3"]),
     "DP-SWD-c": ("dpswd_{ds}_c", []),
     "DP-SWD-b": ("dpswd_{ds}_b", []),
@@ -67,7 +67,8 @@ PAPER_PREFIX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "mnist10k": "
 SCALES = table_scales("dpswd_generation")  # conf/scale/{smoke,cpu,paper}.yaml
 
 
-PAPER_ROW = {"SWD (bilinear upsampling)": "SWD", "SWD (dpgen: tensor labels, Adam 1e-3)": "SWD", "DP-SWD-c (rows unbounded)": "DP-SWD-c", "DP-SWD-b (rows unbounded)": "DP-SWD-b",
+PAPER_ROW = {"SWD (bilinear upsampling)": "SWD", "SWD (dpgen: tensor labels, Adam 1e-3)": "SWD",
+             "DP-SWD-c (rows unbounded)": "DP-SWD-c", "DP-SWD-b (rows unbounded)": "DP-SWD-b",
              "DP-MERF (baseline)": "DP-MERF"}  # our row -> the paper's row it is compared with
 
 

@@ -427,3 +427,14 @@ def test_classifier_adam_is_fused_adam_with_the_same_update():
             o.step()
     for pa, pb in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
+def test_holdout_evaluation_builds_no_autograd_graph():
+    """The per-epoch holdout evaluation runs without autograd (a misplaced decorator once dropped it)."""
+    from dpgen.eval.downstream import MLP, _evaluate
+
+    seen = []
+    model = MLP(4, 2, hidden=3)
+    model.register_forward_hook(lambda m, i, o: seen.append(o.requires_grad))
+    acc, loss = _evaluate(model, torch.randn(10, 4), torch.randint(0, 2, (10,)))
+    assert seen == [False] and 0 <= acc <= 100 and loss > 0
