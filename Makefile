@@ -54,8 +54,8 @@ help:
 	@echo "fig-dpswd-toy             DP-SWD Figure 2 (SWD vs DP-SWD on Gaussians; SCALE=smoke|paper)"
 	@echo "fig-dpswd-celeba          DP-SWD CelebA FID (SWD, DP-SWD-c, DP-SWD-b; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "fig-ldp-manifolds         Entropic-LDP Figs 1, 6, 7 (manifolds; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_manifolds.csv"
-	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=, LDP_DATASET=mnist10k|mnist)"
-	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (SCALE=smoke|cpu|paper, LDP_DATASET=mnist10k|mnist: the full MNIST) -> outputs/tables/ldp_convergence[_mnist].csv"
+	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=, LDP_DATASET=mnist10k|mnist, ARGS=\"--only gaussian_* | --collect-only\")"
+	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (SCALE=smoke|cpu|paper, LDP_DATASET=mnist10k|mnist: the full MNIST, ARGS=\"--only s0.05_* | --collect-only\") -> outputs/tables/ldp_convergence[_mnist].csv"
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--problems um --collect-only\")"
 	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--figure-method dpswd_frame\" for dpgen's frame bound)"
@@ -171,10 +171,10 @@ fig-ldp-manifolds:
 	$(PYTHON) -m dpgen.tables.ldp_manifolds --scale $(LDP_SCALE3)
 
 fig-ldp-mnist:
-	$(PYTHON) -m dpgen.tables.ldp_mnist --scale $(LDP_SCALE2) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.ldp_mnist --scale $(LDP_SCALE2) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-ldp-convergence:
-	$(PYTHON) -m dpgen.tables.ldp_convergence --scale $(LDP_SCALE3) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG)
+	$(PYTHON) -m dpgen.tables.ldp_convergence --scale $(LDP_SCALE3) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-ldp-trainsize:
 	$(PYTHON) -m dpgen.tables.ldp_trainsize --scale $(LDP_SCALE2) $(DATA_ROOT_ARG)

@@ -16,6 +16,11 @@ The epsilons are enormous (LDP on whole images without projection); the paper's 
 lost from the text, so we fix the noise scale (Laplace b, Gaussian s) and report the epsilon it
 gives. Quantitative companion: exact W2 between ``n_eval`` images of each column and as many clean
 held-out images. Writes outputs/tables/ldp_mnist.csv (+ .md) and outputs/figures/ldp_fig2_mnist.png.
+
+Splitting it: ``--only 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
+sessions) with disjoint ``--only`` share the figure; each writes the table from every finished run, naming
+the missing ones (no verdict until all exist); ``--collect-only`` trains nothing and writes it from the
+finished runs. ``make`` passes these as ``ARGS="..."``.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from dpgen.config import table_scales
 from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, checkpoint_every, figure_name, fit_generator, fit_on_release,
-                                     generate, load_mnist_images, run_mnist_figure, runs_dir, w2)
+from dpgen.tables.ldp_common import (MNIST_SETS, RunSelection, checkpoint_every, figure_name, fit_generator,
+                                     fit_on_release, generate, load_mnist_images, run_mnist_figure, runs_dir, w2)
 
 DELTA = 1e-5
 RADIUS = {"laplace": 784.0, "gaussian": 28.0}  # max l1 / l2 norm of an image in [0, 1]^784
@@ -39,8 +44,14 @@ COLUMNS = ["mechanism", "noise_scale", "epsilon", "delta", "column", "w2_to_clea
 COLS = ("raw", "privatised", "wavelet_denoised", "wp_gan", "wavelet_wgan_gp", "entropic_wp_gan")
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k"):
+def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
+    """Rows and pictures of every column; the three trained columns of each mechanism (run folders
+    ``<mechanism>_{wasserstein,entropic,wgan_gp}``) only where ``select`` (:class:`~dpgen.tables.ldp_common.
+    RunSelection`; default: all) trains them or finds them finished."""
     s = SCALES[scale]
+    select = select or RunSelection()
+    folder = runs_dir(figure_name("ldp_mnist", dataset), scale)
+    select.check([f"{m}_{k}" for m in ("laplace", "gaussian") for k in ("wasserstein", "entropic", "wgan_gp")])
     xtr, xte = load_mnist_images(data_root, dataset)
     ne = s["n_eval"]
     ref = xte[:ne].reshape(ne, -1).numpy()
@@ -72,20 +83,24 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
             f"{best['threshold']:.3g}; mean l2 error {best['error']:.3g} (privatised: {best['error_noisy']:.3g})",
             time.time() - t0)
         for col, kind in (("wp_gan", "wasserstein"), ("entropic_wp_gan", "entropic")):
+            if not select.wants(f"{mech}_{kind}", folder / f"{mech}_{kind}"):
+                continue
             gen, sec, _ = fit_generator(
                 zimg, kind, p, reg, generator="dcgan28", code_dim=100, steps=s["steps"], batch_size=s["batch"],
                 lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
                 dataset=dataset,
                 release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": RADIUS[mech],
                          "method.project": "false"},
-                run_dir=runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_{kind}")
+                run_dir=folder / f"{mech}_{kind}")
             add(col, generate(gen, ne), f"{kind} p={p}" + (f" lambda={reg:.3g}" if kind == "entropic" else "")
                 + f", {s['steps']} steps of batch {s['batch']}", sec)
+        if not select.wants(f"{mech}_wgan_gp", folder / f"{mech}_wgan_gp"):
+            continue
         gen, sec, _ = fit_on_release(den_t, [  # WGAN-GP's paper settings: Adam lr 1e-4, betas (0.5, 0.9)
             "method=wgan_gp", f"dataset={dataset}", "task.eval_models=[]", "model.generator=dcgan28", "model.code_dim=100",
             "trainer.epochs=null", f"trainer.steps={s['wgan_steps']}", "trainer.batch_size=64", "trainer.lr=1e-4",
             "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
-            f"trainer.checkpoint_every={checkpoint_every(s['wgan_steps'])}"], runs_dir(figure_name("ldp_mnist", dataset), scale) / f"{mech}_wgan_gp", progress)
+            f"trainer.checkpoint_every={checkpoint_every(s['wgan_steps'])}"], folder / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
     return rows, pics
 
@@ -100,9 +115,12 @@ def plot(pics, dataset="mnist10k"):
     fig, axes = plt.subplots(2, len(COLS), figsize=(2.2 * len(COLS), 5.0))
     for i, mech in enumerate(("laplace", "gaussian")):
         for j, col in enumerate(COLS):
-            grid = make_grid(pics[(mech, col)].clamp(0, 1), nrow=2, pad_value=1.0)
-            axes[i, j].imshow(grid.permute(1, 2, 0).numpy())
             axes[i, j].axis("off")
+            if (mech, col) not in pics:  # a run that has not finished (--only / --collect-only)
+                axes[i, j].text(0.5, 0.5, "not run yet", ha="center", va="center", fontsize=8)
+            else:
+                grid = make_grid(pics[(mech, col)].clamp(0, 1), nrow=2, pad_value=1.0)
+                axes[i, j].imshow(grid.permute(1, 2, 0).numpy())
             axes[i, j].set_title(f"{mech}\n{col}" if j == 0 else col, fontsize=7)
     fig.suptitle(f"Entropic-LDP GAN Figure 2 on {dataset}")
     fig.tight_layout()
@@ -118,9 +136,11 @@ def notes_for(rows, scale, dataset="mnist10k"):
              "Paper (Figure 2, images only): wavelet denoising cannot recover the digits, GANs with the plain W_p or "
              "on wavelet-denoised data fail, the entropic W_p GAN produces digits."]
     for mech in ("laplace", "gaussian"):
-        order = sorted(COLS[2:], key=lambda c: val[(mech, c)])
-        notes.append(f"{mech}: W2 to clean -- " + ", ".join(f"{c} {val[(mech, c)]:.3g}" for c in COLS)
-                     + f". Best of the denoisers/generators: {order[0]}.")
+        have = [c for c in COLS if (mech, c) in val]
+        order = sorted((c for c in COLS[2:] if (mech, c) in val), key=lambda c: val[(mech, c)])
+        notes.append(f"{mech}: W2 to clean -- " + ", ".join(f"{c} {val[(mech, c)]:.3g}" for c in have)
+                     + (f". Best of the denoisers/generators: {order[0]}." if len(have) == len(COLS) else
+                        f". Not run yet: {', '.join(c for c in COLS if c not in have)} (no best named until they are)."))
     return notes
 
 

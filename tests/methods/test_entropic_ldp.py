@@ -346,3 +346,43 @@ def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monk
         assert (outputs_tmp / "figures" / f"{fig}.png").exists()
     with pytest.raises(SystemExit):  # argparse names the choices
         ldp_convergence.main(["--dataset", "cifar10"])
+
+
+def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_root, monkeypatch):
+    """``--only`` trains a subset of a figure's runs (two processes or sessions share the figure), the table then
+    holds every finished run and says which are missing, with no verdict; ``--collect-only`` trains nothing and
+    reads the finished runs back unchanged; a pattern naming no run, or nothing finished, is a clear error."""
+    from dpgen.tables import ldp_convergence, ldp_mnist
+
+    monkeypatch.setitem(ldp_convergence.SCALES, "smoke", {"noise": [0.1, 0.3], "steps": 3, "batch": 16,
+                                                           "n_eval": 40})
+    monkeypatch.setitem(ldp_mnist.SCALES, "smoke", {"noise": 1.0, "steps": 3, "wgan_steps": 2, "batch": 16,
+                                                    "n_eval": 40, "n_tune": 8})
+    base = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
+    md = outputs_tmp / "tables" / "ldp_convergence_mnist.md"
+    runs = outputs_tmp / "runs" / "ldp_convergence_mnist" / "smoke"
+    with pytest.raises(SystemExit, match="no run has finished"):
+        ldp_convergence.main(base + ["--collect-only"])
+    with pytest.raises(SystemExit, match="s0.2_\\* names none.*s0.1_entropic"):
+        ldp_convergence.main(base + ["--only", "s0.2_*"])
+    first = ldp_convergence.main(base + ["--only", "s0.1_*"])
+    assert sorted(p.name for p in runs.iterdir()) == ["s0.1_entropic", "s0.1_sinkhorn", "s0.1_wasserstein"]
+    assert {(r["noise_scale"], r["loss"]) for r in first} == {(0.1, l) for l in ldp_convergence.LOSSES}
+    text = md.read_text()
+    assert "Partial: 3 of 6 runs" in text and "s0.3_entropic" in text and "Verdict: none yet" in text
+    again = ldp_convergence.main(base + ["--collect-only"])  # reads back, trains nothing
+    assert sorted(p.name for p in runs.iterdir()) == ["s0.1_entropic", "s0.1_sinkhorn", "s0.1_wasserstein"]
+    assert [r["w2_to_clean"] for r in again] == [r["w2_to_clean"] for r in first]
+    whole = ldp_convergence.main(base + ["--only", "s0.3_*"])
+    assert len(whole) == 6 and [r["w2_to_clean"] for r in whole[:3]] == [r["w2_to_clean"] for r in first]
+    text = md.read_text()
+    assert "Partial" not in text and "Verdict: the paper's claim" in text
+    assert (outputs_tmp / "figures" / "ldp_fig5_convergence_mnist.png").exists()
+
+    rows2 = ldp_mnist.main(base + ["--only", "gaussian_*"])  # Figure 2: the laplace row keeps its untrained columns
+    cols = {(r["mechanism"], r["column"]) for r in rows2}
+    assert {c for m, c in cols if m == "gaussian"} == set(ldp_mnist.COLS)
+    assert {c for m, c in cols if m == "laplace"} == {"raw", "privatised", "wavelet_denoised"}
+    text = (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
+    assert "Not run yet: wp_gan, wavelet_wgan_gp, entropic_wp_gan" in text and "Partial: 3 of 6 runs" in text
+    assert (outputs_tmp / "figures" / "ldp_fig2_mnist_mnist.png").exists()
