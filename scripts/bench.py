@@ -6,12 +6,18 @@
 2. One epsilon evaluation of each accountant at a DP-Sinkhorn-like setting.
 """
 
+import sys
 import time
+from pathlib import Path
 
-from dpgen.privacy.accountants import epsilon_for
-from dpgen.privacy.projection import calibrate_dpswd_sigma
-from dpgen.tables.dpswd_noise import PAPER_DELTA_OVERRIDES, TABLE, parse_paper_row
-from dpgen.utils.paper import read_paper_table
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout without `make install` (as the other bench scripts)
+    sys.path.insert(0, str(ROOT))
+
+from dpgen.privacy.accountants import epsilon_for  # noqa: E402
+from dpgen.privacy.projection import calibrate_dpswd_sigma  # noqa: E402
+from dpgen.tables.dpswd_noise import PAPER_DELTA_OVERRIDES, TABLE, parse_paper_row  # noqa: E402
+from dpgen.utils.paper import read_paper_table  # noqa: E402
 
 TARGET_S = 10.0
 
