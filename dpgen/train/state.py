@@ -101,6 +101,23 @@ def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
     return steps, settings
 
 
+def restore_noise_stream(noise_gen: torch.Generator, saved: torch.Tensor, seed: int, step: int) -> bool:
+    """Continue a seeded run's noise stream from a checkpoint's generator state ``saved``; True when it
+    did. A state saved on another kind of device (a CUDA generator's 16-byte Philox seed and offset
+    against a CPU generator's Mersenne Twister state, or the reverse) cannot be set: the stream then
+    restarts from a seed derived from the run's seed and ``step`` (False). A restart from the run's own
+    seed would be the wrong choice: on the same device it replays the noise of the first steps, and
+    noise used twice cancels in the difference of the two releases."""
+    if saved.numel() == noise_gen.get_state().numel():
+        noise_gen.set_state(saved)
+        return True
+    import hashlib
+
+    digest = hashlib.sha256(f"dpgen noise stream, seed {int(seed)}, resumed at step {int(step)}".encode()).digest()
+    noise_gen.manual_seed(int.from_bytes(digest[:8], "little") & (2 ** 63 - 1))
+    return False
+
+
 def open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=None) -> int:
     """Start or continue a run; returns its step. With a checkpoint ``state`` (the caller has loaded
     its modules): the run's RNG (and, when not secret, the mechanism's) restored, ``metrics.jsonl``
@@ -120,7 +137,11 @@ def open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=None
     set_rng_state(state["rng"])
     if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
         sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-        noise_gen.set_state(state["mechanism_rng"]["noise"])
+        if not restore_noise_stream(noise_gen, state["mechanism_rng"]["noise"], cfg.seed, int(state["step"])):
+            print(f"[dpgen] the checkpoint's mechanism noise was drawn on another kind of device than this run's "
+                  f"{noise_gen.device.type} (a run moved between a GPU and a CPU): its generator state cannot "
+                  "continue here, so the noise continues from a new stream seeded from the seed and the step (no "
+                  "earlier draw is replayed); the run is not bit-identical to an uninterrupted one")
     _truncate_jsonl(publisher.jsonl, int(state["step"]))
     method.load_state_dict(state["method"])
     publisher.ledger.reconcile(method)

@@ -317,6 +317,33 @@ def test_mechanism_randomness_is_secret_by_default(tmp_path):
     assert c["final_loss"] == d["final_loss"]  # reproducible on request
 
 
+def test_a_seeded_run_moved_between_devices_resumes_on_a_fresh_noise_stream():
+    """A seeded run (privacy.secret_randomness=false) trained on a GPU and resumed on a CPU: the checkpoint's
+    noise generator state is a CUDA Philox state (16 bytes: seed, offset), which a CPU generator refuses
+    ("Expected a CPUGeneratorImplState of size 5056"). The stream continues from a seed derived from the
+    run's seed and step: reproducible, and not the first steps' noise again."""
+    from dpgen.train.state import restore_noise_stream
+
+    same = torch.Generator().manual_seed(7)
+    saved = same.get_state()
+    expected = torch.randn(5, generator=same)
+    g = torch.Generator()
+    assert restore_noise_stream(g, saved, seed=0, step=10) is True
+    assert torch.equal(torch.randn(5, generator=g), expected)  # same device: the stream goes on exactly
+
+    cuda_like = torch.zeros(16, dtype=torch.uint8)  # what torch.Generator("cuda").get_state() holds
+    a, b = torch.Generator(), torch.Generator()
+    assert restore_noise_stream(a, cuda_like, seed=0, step=10) is False
+    assert restore_noise_stream(b, cuda_like, seed=0, step=10) is False
+    xa = torch.randn(1000, generator=a)
+    assert torch.equal(xa, torch.randn(1000, generator=b))  # reproducible
+    c = torch.Generator()
+    restore_noise_stream(c, cuda_like, seed=0, step=11)
+    assert not torch.equal(xa, torch.randn(1000, generator=c))  # another step, another stream
+    first = torch.randn(1000, generator=torch.Generator().manual_seed(0 + 2_000_003))  # the run's own start
+    assert not torch.equal(xa, first)
+
+
 def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_data_root):
     from dpgen.tasks import run as run_task
 
