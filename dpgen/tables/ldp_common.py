@@ -171,16 +171,38 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
     (``trainer.checkpoint_every``), so a figure at the paper's length survives interruptions and sessions.
     ``seconds`` then covers the whole run, all its sittings."""
     from dpgen.config import compose_config
-    from dpgen.train.loop import fit
 
     cfg = compose_config(["resume=auto", *overrides,
                           "privacy.secret_randomness=false",  # batches of a public release: seeded
                           f"trainer.progress={str(progress).lower()}"])
-    task = ReleasedSetTask(target)
-    metrics = fit(cfg, task, run_dir)
+    metrics, task = _fit_or_wait(cfg, target, run_dir)
     lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
     history = [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
     return task.models["generator"], float(metrics["loop_seconds"]), history
+
+
+_WAIT_S = 600.0  # how long a finished run held by another process's read-back is waited for
+
+
+def _fit_or_wait(cfg, target: torch.Tensor, run_dir, wait_s: Optional[float] = None, poll_s: float = 2.0):
+    """``fit`` in ``run_dir``; when the run has finished (``metrics.json``) and another live process holds its
+    folder, that process is reading it back (two processes of a split figure collect the same finished runs):
+    wait for it, up to ``wait_s``, instead of failing. An unfinished run held elsewhere is being trained
+    there: :class:`~dpgen.utils.run_dir.RunDirBusy` at once, as before."""
+    import time
+
+    from dpgen.train.loop import fit
+    from dpgen.utils.run_dir import RunDirBusy
+
+    deadline = time.monotonic() + (_WAIT_S if wait_s is None else wait_s)
+    while True:
+        task = ReleasedSetTask(target)
+        try:
+            return fit(cfg, task, run_dir), task
+        except RunDirBusy:
+            if not (Path(run_dir) / "metrics.json").exists() or time.monotonic() > deadline:
+                raise
+            time.sleep(poll_s)
 
 
 def fit_generator(target: torch.Tensor, loss: str, p: int, reg: float, *, release: Dict[str, Any], generator: str,

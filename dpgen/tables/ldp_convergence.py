@@ -100,7 +100,7 @@ def notes_for(rows, scale, dataset="mnist10k"):
     ent_best = [min(LOSSES, key=lambda l: val[(l, nz)]["entropic_w2_to_private"]) for nz in noises]
     if not complete:
         verdict = "Verdict: none yet, the figure is partial (see the note below)."
-    elif all(b == "entropic" for b in best) and min(LOSSES, key=lambda l: slopes[l]) == "entropic":
+    elif all(b == "entropic" for b in best) and (not slopes or min(LOSSES, key=lambda l: slopes[l]) == "entropic"):
         verdict = "Verdict: the paper's claim (entropic closest and slowest-growing) holds here."
     else:
         verdict = ("Verdict: the paper's claim (entropic closest and slowest-growing) does not fully hold at this "

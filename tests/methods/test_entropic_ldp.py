@@ -386,3 +386,45 @@ def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_roo
     text = (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
     assert "Not run yet: wp_gan, wavelet_wgan_gp, entropic_wp_gan" in text and "Partial: 3 of 6 runs" in text
     assert (outputs_tmp / "figures" / "ldp_fig2_mnist_mnist.png").exists()
+
+
+def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(outputs_tmp, fake_data_root,
+                                                                               monkeypatch):
+    """Two processes of a split figure read back the same finished runs at their start; the second one found
+    the folder held by the first (reading it back) and stopped with RunDirBusy. A finished run held elsewhere
+    is now waited for; an unfinished one held elsewhere (being trained there) still stops at once."""
+    import subprocess
+    import sys
+    import threading
+
+    from dpgen.tables import ldp_convergence
+    from dpgen.utils.run_dir import RunDirBusy
+
+    monkeypatch.setitem(ldp_convergence.SCALES, "smoke", {"noise": [0.1], "steps": 3, "batch": 16, "n_eval": 40})
+    monkeypatch.setattr("dpgen.tables.ldp_common._WAIT_S", 60.0)
+    base = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
+    first = ldp_convergence.main(base + ["--only", "s0.1_*"])
+    folder = outputs_tmp / "runs" / "ldp_convergence_mnist" / "smoke" / "s0.1_entropic"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
+                               f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # the other process finishes reading it back (reaped: a zombie's pid still looks alive)
+        threading.Timer(3.0, lambda: (holder.kill(), holder.wait())).start()
+        again = ldp_convergence.main(base + ["--collect-only"])
+        assert [r["w2_to_clean"] for r in again] == [r["w2_to_clean"] for r in first]
+    finally:
+        holder.kill()
+        holder.wait()
+    (folder / "metrics.json").unlink()  # now an unfinished run: someone else trains it
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
+                               f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirBusy, match="held by another live run"):
+            ldp_convergence.main(base + ["--only", "s0.1_entropic"])
+    finally:
+        holder.kill()
+        holder.wait()
