@@ -184,17 +184,17 @@ def fit_on_release(target: torch.Tensor, overrides, run_dir, progress: bool = Tr
 _WAIT_S = 600.0  # how long a finished run held by another process's read-back is waited for
 
 
-def _fit_or_wait(cfg, target: torch.Tensor, run_dir, wait_s: Optional[float] = None, poll_s: float = 2.0):
+def _fit_or_wait(cfg, target: torch.Tensor, run_dir, poll_s: float = 2.0):
     """``fit`` in ``run_dir``; when the run has finished (``metrics.json``) and another live process holds its
     folder, that process is reading it back (two processes of a split figure collect the same finished runs):
-    wait for it, up to ``wait_s``, instead of failing. An unfinished run held elsewhere is being trained
+    wait for it, up to ``_WAIT_S`` seconds, instead of failing. An unfinished run held elsewhere is being trained
     there: :class:`~dpgen.utils.run_dir.RunDirBusy` at once, as before."""
     import time
 
     from dpgen.train.loop import fit
     from dpgen.utils.run_dir import RunDirBusy
 
-    deadline = time.monotonic() + (_WAIT_S if wait_s is None else wait_s)
+    deadline = time.monotonic() + _WAIT_S
     while True:
         task = ReleasedSetTask(target)
         try:

@@ -404,10 +404,14 @@ def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(o
     monkeypatch.setattr("dpgen.tables.ldp_common._WAIT_S", 60.0)
     base = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
     first = ldp_convergence.main(base + ["--only", "s0.1_*"])
+    def hold(folder):  # another live process holds the run folder's lock until killed
+        p = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
+                              f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+        return p
+
     folder = outputs_tmp / "runs" / "ldp_convergence_mnist" / "smoke" / "s0.1_entropic"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
-                               f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = hold(folder)
     try:
         assert holder.stdout.readline().strip() == "held"
         # the other process finishes reading it back (reaped: a zombie's pid still looks alive)
@@ -418,9 +422,7 @@ def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(o
         holder.kill()
         holder.wait()
     (folder / "metrics.json").unlink()  # now an unfinished run: someone else trains it
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
-                               f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = hold(folder)
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirBusy, match="held by another live run"):
