@@ -422,6 +422,25 @@ def test_figure_5_verdict_says_when_w2_cannot_resolve_the_generators():
     assert "Reference:" not in text and "Verdict: the paper's claim" in text
 
 
+def test_figure_2_notes_do_not_rank_generators_below_the_sampling_floor():
+    """Figure 2 at the paper's length on the full MNIST: both W_p GANs land below the raw column (clean training
+    images against as many held-out ones, 6.41) and 0.006 apart; the notes say W2 cannot rank them there, and
+    name the best only when at most one column is below that floor."""
+    from dpgen.tables import ldp_mnist
+
+    def rows(wp, ent, gp, raw=6.41):
+        val = {"raw": raw, "privatised": 28.6, "wavelet_denoised": 7.09, "wp_gan": wp, "wavelet_wgan_gp": gp,
+               "entropic_wp_gan": ent}
+        return [{"mechanism": m, "column": c, "w2_to_clean": v} for m in ("laplace", "gaussian")
+                for c, v in val.items()]
+
+    text = " ".join(ldp_mnist.notes_for(rows(5.3828, 5.3764, 7.09), "paper", "mnist"))
+    assert "entropic_wp_gan and wp_gan are closer to the held-out images" in text and "raw 6.41" in text
+    assert "Best of" not in text
+    text = " ".join(ldp_mnist.notes_for(rows(7.5, 5.38, 7.09), "paper", "mnist"))
+    assert "Best of the denoisers/generators: entropic_wp_gan." in text and "cannot rank" not in text
+
+
 def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(outputs_tmp, fake_data_root,
                                                                                monkeypatch):
     """Two processes of a split figure read back the same finished runs at their start; the second one found
