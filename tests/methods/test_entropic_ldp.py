@@ -394,6 +394,11 @@ def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_roo
     text = (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
     assert "Not run yet: wp_gan, wavelet_wgan_gp, entropic_wp_gan" in text and "Partial: 3 of 6 runs" in text
     assert (outputs_tmp / "figures" / "ldp_fig2_mnist_mnist.png").exists()
+    # the other half in a second process: the Gaussian release it draws is the one the Gaussian runs trained on
+    rows3 = ldp_mnist.main(base + ["--only", "laplace_*"])
+    gauss = {r["column"]: r["w2_to_clean"] for r in rows2 if r["mechanism"] == "gaussian"}
+    assert {r["column"]: r["w2_to_clean"] for r in rows3 if r["mechanism"] == "gaussian"} == gauss
+    assert "Partial" not in (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
 
 
 def test_figure_5_verdict_says_when_w2_cannot_resolve_the_generators():
