@@ -11,7 +11,8 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   dpswd_mnist       DP-SWD at MNIST size (d = 7840, k = 1000, B = 100): loss fwd+bwd with structured frames
                     (dpgen's default) vs Haar frames | floor: fixed dense directions; training s/step
   eval              downstream evaluation at the papers' size: MLP / CNN training epoch on 54,000 samples and the
-                    L-BFGS LogReg | floor: training FLOPs / sgemm rate measured in the same run
+                    L-BFGS LogReg | floor: training FLOPs / sgemm rate measured in the same run | peer (MLP,
+                    LogReg): their own matrix products timed alone at their shapes
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
