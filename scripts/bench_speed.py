@@ -227,6 +227,7 @@ def _mlp_products_seconds(n, repeats, batch=128, d=784, hidden=100, k=10):
     the MLP's epoch can reach without changing the protocol's batch."""
     x, h, g = (torch.rand(batch, c, device=DEV) for c in (d, hidden, k))
     w1, w2 = torch.rand(d, hidden, device=DEV), torch.rand(hidden, k, device=DEV)
+
     def fifty():
         for _ in range(50):
             x @ w1, h @ w2, g.t() @ h, g @ w2.t(), h.t() @ x
