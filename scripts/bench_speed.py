@@ -12,7 +12,8 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
                     (dpgen's default) vs Haar frames | floor: fixed dense directions; training s/step
   eval              downstream evaluation at the papers' size: MLP / CNN training epoch on 54,000 samples and the
                     L-BFGS LogReg | floor: training FLOPs / sgemm rate measured in the same run | peer (MLP,
-                    LogReg): their own matrix products timed alone at their shapes
+                    LogReg): their own matrix products timed alone at their shapes; the MLP's autograd step
+                    (before its closed-form backward, MLPStep)
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
@@ -201,18 +202,23 @@ def bench_dpswd_mnist(repeats, steps):
     return rows
 
 
-def _epoch_of(model, x, y, opt=None):
+def _epoch_of(model, x, y, opt=None, autograd=False):
     """One training epoch (batch 128, Adam) of ``model`` on (x, y), as a no-argument callable: dpgen's
-    optimizer (``classifier_adam``: fused Adam) unless ``opt`` is given."""
+    optimizer (``classifier_adam``: fused Adam) unless ``opt`` is given, and for an ``MLP`` dpgen's step
+    (``MLPStep``: the backward in closed form) unless ``autograd``."""
     import torch.nn.functional as F
 
-    from dpgen.eval.downstream import classifier_adam
+    from dpgen.eval.downstream import MLP, MLPStep, classifier_adam
 
     opt = classifier_adam(model) if opt is None else opt
+    step = MLPStep(model, opt) if type(model) is MLP and not autograd else None
 
     def epoch():
         model.train()
         for i in range(0, len(x), 128):
+            if step is not None:
+                step(x[i:i + 128], y[i:i + 128])
+                continue
             loss = F.cross_entropy(model(x[i:i + 128]), y[i:i + 128])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -259,15 +265,14 @@ def bench_eval(repeats, quick):
                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.5),
                              nn.Flatten(), nn.Linear(3136, 10))
 
-    def epoch_of(model, opt=None):
-        return _epoch_of(model, xd, yd, opt)
+    def epoch_of(model, opt=None, autograd=False):
+        return _epoch_of(model, xd, yd, opt, autograd)
 
     for name in ("mlp", "cnn"):
         torch.manual_seed(0)
         fns = {"dpgen": epoch_of((MLP(784, 10) if name == "mlp" else CNN((1, 28, 28), 10)).to(DEV))}
-        if name == "mlp":  # the same MLP with torch's default (for-loop) Adam, dpgen's before classifier_adam
-            old = MLP(784, 10).to(DEV)
-            fns["for-loop Adam (before)"] = epoch_of(old, torch.optim.Adam(old.parameters()))
+        if name == "mlp":  # the same MLP and fused Adam with autograd's backward, dpgen's step before MLPStep
+            fns["autograd step (before)"] = epoch_of(MLP(784, 10).to(DEV), autograd=True)
         if name == "cnn":
             fns["before issue 25"] = epoch_of(before_cnn().to(DEV))
         t = timed(fns, max(1, repeats // 2 if name == "cnn" else repeats))

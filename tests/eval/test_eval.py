@@ -429,6 +429,41 @@ def test_classifier_adam_is_fused_adam_with_the_same_update():
         torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
 
 
+def test_mlp_closed_form_step_matches_autograd():
+    """The MLP's closed-form backward (``MLPStep``) gives autograd's gradients, including a unit whose ReLU
+    input is exactly 0, a repeated sample and a short last batch, and twenty of its Adam steps follow
+    autograd's to rounding; a wrong sign or a missing 1 / m in the softmax gradient fails the first check."""
+    from types import SimpleNamespace
+
+    from dpgen.eval.downstream import MLP, MLPStep, classifier_adam
+
+    torch.manual_seed(0)
+    a, b = MLP(20, 3, hidden=8), MLP(20, 3, hidden=8)
+    x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
+    x[1] = x[0]
+    with torch.no_grad():  # a hidden unit whose pre-activation is exactly 0 for every sample
+        a.net[1].weight[0] = 0.0
+        a.net[1].bias[0] = 0.0
+    b.load_state_dict(a.state_dict())
+    for m in (64, 37):
+        MLPStep(a, SimpleNamespace(step=lambda: None))(x[:m], y[:m])  # gradients only
+        b.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(b(x[:m]), y[:m]).backward()
+        for pa, pb in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-5, atol=1e-7)
+
+    opt_a, opt_b = classifier_adam(a, lr=1e-2), classifier_adam(b, lr=1e-2)
+    step = MLPStep(a, opt_a)
+    for i in range(20):
+        m = 64 if i % 2 == 0 else 37
+        step(x[:m], y[:m])
+        opt_b.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(b(x[:m]), y[:m]).backward()
+        opt_b.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
 def test_holdout_evaluation_builds_no_autograd_graph():
     """The per-epoch holdout evaluation runs without autograd (a misplaced decorator once dropped it)."""
     from dpgen.eval.downstream import MLP, _evaluate
