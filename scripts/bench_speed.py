@@ -265,6 +265,13 @@ def bench_eval(repeats, quick):
                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.5),
                              nn.Flatten(), nn.Linear(3136, 10))
 
+    def relu_first_cnn():  # dpgen's CNN with each ReLU before its max-pool, as it was until 2026-11-27
+        m = CNN((1, 28, 28), 10)
+        f = m.features
+        f[1], f[2], f[5], f[6] = torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2), torch.nn.ReLU(inplace=True), \
+            torch.nn.MaxPool2d(2)
+        return m
+
     def epoch_of(model, opt=None, autograd=False):
         return _epoch_of(model, xd, yd, opt, autograd)
 
@@ -274,6 +281,7 @@ def bench_eval(repeats, quick):
         if name == "mlp":  # the same MLP and fused Adam with autograd's backward, dpgen's step before MLPStep
             fns["autograd step (before)"] = epoch_of(MLP(784, 10).to(DEV), autograd=True)
         if name == "cnn":
+            fns["ReLU before max-pool (before)"] = epoch_of(relu_first_cnn().to(DEV))
             fns["before issue 25"] = epoch_of(before_cnn().to(DEV))
         t = timed(fns, max(1, repeats // 2 if name == "cnn" else repeats))
         floor = train_flops_per_sample(name, (1, 28, 28)) * n / rate

@@ -1,11 +1,13 @@
 """Evaluators: Frechet distance, FID feature path (random-init Inception, no network), cached
 real statistics, downstream classifiers on scikit-learn digits, W2 between point clouds."""
 
+import copy
 import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 
 from dpgen.eval import (FID_WEIGHTS_FILE, WEIGHTS_ENV, FIDUnavailable, InceptionFeatures,
                         activation_statistics, compute_fid, evaluate_downstream,
@@ -427,6 +429,31 @@ def test_classifier_adam_is_fused_adam_with_the_same_update():
             o.step()
     for pa, pb in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
+def test_cnn_pools_before_its_relu_with_the_same_outputs_and_gradients():
+    """The CNN applies each ReLU after its max-pool (a quarter of the values); as ReLU is non-decreasing this is
+    the protocol's Conv -> ReLU -> MaxPool exactly: the same outputs and gradients in training mode (dropout
+    masks from the same seed) as the ReLU-first order, bit for bit."""
+    from dpgen.eval.downstream import CNN
+
+    torch.manual_seed(0)
+    a = CNN((1, 28, 28), 10)
+    b = copy.deepcopy(a)
+    f = b.features
+    f[1], f[2], f[5], f[6] = nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.ReLU(inplace=True), nn.MaxPool2d(2)
+    assert isinstance(a.features[1], nn.MaxPool2d) and isinstance(a.features[2], nn.ReLU)
+    x = torch.rand(16, 1, 28, 28) - 0.5  # negative pixels: windows whose maximum the ReLU clips to 0
+    outs = []
+    for m in (a, b):
+        m.train()
+        torch.manual_seed(1)
+        out = m(x)
+        out.square().sum().backward()
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa.grad, pb.grad)
 
 
 def test_mlp_closed_form_step_matches_autograd():
