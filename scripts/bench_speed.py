@@ -13,7 +13,7 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   eval              downstream evaluation at the papers' size: MLP / CNN training epoch on 54,000 samples and the
                     L-BFGS LogReg | floor: training FLOPs / sgemm rate measured in the same run | peer (MLP,
                     LogReg): their own matrix products timed alone at their shapes; the MLP's autograd step
-                    (before its closed-form backward, MLPStep)
+                    (before its closed-form backward, MLPStep); the CNN with each ReLU before its max-pool
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
