@@ -397,7 +397,10 @@ def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_roo
     # the other half in a second process: the Gaussian release it draws is the one the Gaussian runs trained on
     rows3 = ldp_mnist.main(base + ["--only", "laplace_*"])
     gauss = {r["column"]: r["w2_to_clean"] for r in rows2 if r["mechanism"] == "gaussian"}
-    assert {r["column"]: r["w2_to_clean"] for r in rows3 if r["mechanism"] == "gaussian"} == gauss
+    # equal up to rounding: on CUDA the generators' samples are recomputed with non-deterministic kernels (an H100
+    # gave differences of 4e-11 relative); another release would move W2 by far more than 1e-6
+    assert {r["column"]: r["w2_to_clean"] for r in rows3 if r["mechanism"] == "gaussian"} == pytest.approx(gauss,
+                                                                                                          rel=1e-6)
     assert "Partial" not in (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
 
 
