@@ -17,7 +17,9 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
-                    accountant step included | backend static vs tensorized (geomloss)
+                    accountant step included | backend static vs tensorized (geomloss); on a CPU the
+                    generator's contiguous layout (before model.memory_format=auto) | floor: the DCGAN's
+                    forward + backward FLOPs / sgemm rate measured in the same run
   param_per_sample  dpsinkhorn_param per-sample clipping, batch 50, DCGAN: one record_grads call
                     | per-record backward loop vs batched (vmap) backward | floor: 50 x one backward
   da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
@@ -324,6 +326,27 @@ def _mnist_like_root(tmp: Path, n: int = 8000) -> Path:
     return tmp / "data"
 
 
+def _dcgan_step_flops(batch: int = 50) -> float:
+    """FLOPs of the paper recipe's generator (DCGAN, 28 x 28) forward + backward at ``batch``: each transposed
+    convolution's 2 B Cin Hin Win Cout k^2 multiply-adds counted three times (forward, input gradient, weight
+    gradient); batch norm, ReLU, tanh and the Sinkhorn loss at batch 50 are left out (small against these)."""
+    from dpgen.models import make_generator
+
+    gen = make_generator("dcgan", (1, 28, 28), 10, 12)
+    total = []
+
+    def hook(m, inp, out):
+        x = inp[0]
+        total.append(2 * x.shape[0] * m.in_channels * x.shape[2] * x.shape[3] * m.out_channels
+                     * m.kernel_size[0] * m.kernel_size[1])
+    for m in gen.modules():
+        if isinstance(m, torch.nn.ConvTranspose2d):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        gen(*gen.draw(batch))
+    return 3.0 * sum(total)
+
+
 def bench_dpsinkhorn(steps):
     import tempfile
 
@@ -332,17 +355,30 @@ def bench_dpsinkhorn(steps):
 
     row = {"what": "DP-Sinkhorn training, batch 50 (Poisson), DCGAN 28 x 28, clip + noise + accountant",
            "unit": "steps/s"}
+    # the peer on a CPU: dpgen's static loop with the generator's weights contiguous, its layout until 2026-11-27
+    # (model.memory_format=auto makes them channels-last there; on a GPU auto is contiguous already)
+    kinds = [("tensorized (geomloss)", "tensorized", "auto"), ("static (dpgen)", "static", "auto")]
+    if DEV.type == "cpu":
+        kinds.append(("static, contiguous layout (before)", "static", "contiguous"))
     with tempfile.TemporaryDirectory() as tmp:
         root = _mnist_like_root(Path(tmp))
-        for backend in ("tensorized", "static", "tensorized", "static"):  # twice each: the first run warms up
+        for i, (name, backend, layout) in enumerate(kinds * 2):  # twice each: the first run warms up
             cfg = compose_config(["experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "dataset.n_train=8000",
                                   "trainer.epochs=null",
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   "task.fid=false", f"trainer.device={DEV.type}", f"method.backend={backend}",
+                                  f"model.memory_format={layout}",
                                   f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
-            m = run_task(cfg, Path(tmp) / f"run_{backend}")
-            row[f"{backend}" + (" (dpgen)" if backend == "static" else " (geomloss)")] = m["steps_per_second"]
-    row["note"] = "the training loop alone (the run's loop_seconds), second run of each"
+            m = run_task(cfg, Path(tmp) / f"run_{i % len(kinds)}")
+            row[name] = m["steps_per_second"]
+    # the floor: the generator's forward + backward FLOPs at this device's sgemm rate, measured here
+    a = torch.randn(2048, 2048, device=DEV)
+    rate = 2 * 2048 ** 3 / timed({"sgemm": lambda: a @ a}, 5)["sgemm"]
+    row["floor (generator FLOPs / sgemm rate)"] = rate / _dcgan_step_flops()
+    row["floor / dpgen"] = row["floor (generator FLOPs / sgemm rate)"] / row["static (dpgen)"]
+    row["sgemm GFLOP/s"] = rate / 1e9
+    row["note"] = ("the training loop alone (the run's loop_seconds), second run of each; the floor counts the "
+                   "DCGAN's transposed convolutions only, forward + both gradients")
     return [row]
 
 

@@ -50,6 +50,7 @@ class DCGANGenerator(ConditionalGenerator):
             *block(nn.ConvTranspose2d(w1, w2, 4, 2, 1, bias=not batch_norm), w2),          # -> H
             nn.ConvTranspose2d(w2, c_out, 3, 1, 1), nn.Tanh(),                             # -> H, C channels
         )
+        self.channels_last = False
 
     def inputs(self, z, y=None):
         if self.num_classes > 0:
@@ -57,6 +58,16 @@ class DCGANGenerator(ConditionalGenerator):
                 raise ValueError("this generator is class-conditional: pass labels y")
             z = torch.cat([z, self.embed(y.long())], dim=1)
         return z
+
+    def set_channels_last(self, flag: bool) -> "DCGANGenerator":
+        """Channels-last weights, so every transposed convolution and batch norm runs in that layout: on a
+        CPU (oneDNN) forward + backward at batch 50 on 28 x 28 is about 10 % faster (2 threads; ``make bench``,
+        part ``dpsinkhorn_steps``, times both layouts). The same function: only the memory layout differs.
+        ``model.memory_format`` (:func:`dpgen.models.generators.apply_memory_format`) sets it: channels-last
+        on a CPU by default, contiguous on a GPU."""
+        self.channels_last = bool(flag)
+        self.to(memory_format=torch.channels_last if flag else torch.contiguous_format)
+        return self
 
     def forward(self, z, y=None):
         return (self.net(self.inputs(z, y)[:, :, None, None]) + 1) / 2

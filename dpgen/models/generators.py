@@ -234,6 +234,20 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
     return gen
 
 
+def apply_memory_format(gen: torch.nn.Module, setting: str, device) -> torch.nn.Module:
+    """``model.memory_format`` on a generator placed on ``device``: every submodule that offers
+    ``set_channels_last`` (the DCGAN generator) gets channels-last weights for ``channels_last``, or for
+    ``auto`` on a CPU, where oneDNN's transposed convolutions run faster in that layout; otherwise contiguous.
+    Only the layout changes, not the function."""
+    if setting not in ("auto", "channels_last", "contiguous"):
+        raise ValueError(f"model.memory_format={setting!r} is unknown: choose auto, channels_last or contiguous")
+    flag = setting == "channels_last" or (setting == "auto" and torch.device(device).type == "cpu")
+    for m in gen.modules():
+        if hasattr(m, "set_channels_last"):
+            m.set_channels_last(flag)
+    return gen
+
+
 def make_generator(name: str, out_shape, num_classes: int, code_dim: int, **kwargs) -> ConditionalGenerator:
     """Build a generator by name (``auto`` picks from the data shape)."""
     if name == "auto":

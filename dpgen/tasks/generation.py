@@ -60,12 +60,14 @@ class GenerationTask(Task):
     def build(self, cfg, steps: int, device):
         from dpgen.methods.registry import DataInfo, build
         from dpgen.models import generator_from_config
+        from dpgen.models.generators import apply_memory_format
 
         method = build(cfg, DataInfo(self.n_private, self.shape, self.num_classes), steps, "generation")
         if not self.in_memory and method.needs_whole_set:
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
         gen = generator_from_config(cfg.model, self.shape, self.num_classes).to(device)
+        apply_memory_format(gen, str(getattr(cfg.model, "memory_format", "auto")), device)
         if cfg.trainer.batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                                               for m in gen.modules()):
             raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size}: the generator ({cfg.model.generator}) has "

@@ -370,6 +370,49 @@ def test_generators_shapes_and_range(name, shape, code, classes):
         make_generator("biggan32", (1, 28, 28), 10, 32)
 
 
+def test_dcgan_memory_format_changes_the_layout_not_the_function():
+    """``model.memory_format``: auto gives the DCGAN channels-last weights on a CPU and contiguous ones on a GPU;
+    both layouts compute the same samples and parameter gradients (training mode: batch norm on the batch), a
+    state dict moves between them (a run resumed on another device), and a generator without the option (and
+    the DCT projection's wrapped DCGAN) is handled by the same call."""
+    from dpgen.models import make_generator
+    from dpgen.models.generators import apply_memory_format
+
+    def layouts(gen):
+        # (a weight with one channel, or 1 x 1 kernels, is both: it says nothing)
+        return {p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
+                for p in gen.parameters() if p.dim() == 4 and p.shape[1] > 1 and p.shape[2] * p.shape[3] > 1}
+
+    torch.manual_seed(0)
+    flat = make_generator("dcgan", (1, 28, 28), 10, 12)
+    nhwc = make_generator("dcgan", (1, 28, 28), 10, 12)
+    nhwc.load_state_dict(flat.state_dict())
+    assert apply_memory_format(nhwc, "auto", "cpu") is nhwc and layouts(nhwc) == {True} and nhwc.channels_last
+    assert layouts(flat) == {False} and not flat.channels_last
+    z, y = flat.draw(16)
+    outs, grads = [], []
+    for gen in (flat, nhwc):
+        gen.train()
+        out = gen(z, y)
+        outs.append(out)
+        grads.append(torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(),
+                                         list(gen.parameters())))
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
+    # equal to float32 rounding (another summation order): at most 1e-4 of each gradient's largest entry
+    assert all((a - b).abs().max() <= 1e-4 * a.abs().max() for a, b in zip(*grads))
+    flat.load_state_dict(nhwc.state_dict())  # across layouts, both ways
+    nhwc.load_state_dict(flat.state_dict())
+    assert layouts(apply_memory_format(nhwc, "auto", torch.device("cuda"))) == {False}
+    assert layouts(apply_memory_format(nhwc, "channels_last", "cuda")) == {True}
+    assert layouts(apply_memory_format(nhwc, "contiguous", "cpu")) == {False}
+    proj = _projected_dcgan()  # the wrapper has no option of its own: its inner DCGAN gets it
+    assert layouts(apply_memory_format(proj, "auto", "cpu")) == {True}
+    merf = make_generator("merf_conv", (1, 28, 28), 10, 10)
+    assert apply_memory_format(merf, "auto", "cpu") is merf and layouts(merf) == {False}
+    with pytest.raises(ValueError, match="model.memory_format='nhwc' is unknown"):
+        apply_memory_format(flat, "nhwc", "cpu")
+
+
 def test_dct_generator_decodes_an_orthonormal_low_frequency_basis_without_parameters():
     from dpgen.models import make_generator
     from dpgen.utils.dct import dct_matrix
