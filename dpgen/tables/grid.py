@@ -253,7 +253,8 @@ def compose_cell(cell: Cell, seed: int, common: Sequence[str] = (), data_root: O
 
 #: settings that do not change a run's result (where and how fast it runs): a finished run made with other
 #: values of these is still the cell's run
-NEUTRAL_SETTINGS = ("trainer.threads", "trainer.progress", "trainer.device", "dataset.data_root", "resume", "logger")
+NEUTRAL_SETTINGS = ("trainer.threads", "trainer.progress", "trainer.device", "model.memory_format", "dataset.data_root",
+                    "resume", "logger")
 
 
 def _flat(d, prefix: str = "") -> Dict[str, Any]:

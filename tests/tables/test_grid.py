@@ -55,7 +55,8 @@ def test_a_folder_holding_a_run_made_with_other_settings_is_named_not_read(outpu
 
     cell = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=3", "trainer.threads=1"])
     run_cell(cell, data_root=str(fake_data_root), runner=runner)
-    same = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=3", "trainer.threads=2"])
+    same = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=3", "trainer.threads=2",
+                                                          "model.memory_format=contiguous"])
     assert run_cell(same, data_root="/elsewhere", runner=runner, collect_only=True).status == "ok"
     other = Cell("mnist SWD", "swd_mnist", "t/mnist/SWD", ["trainer.steps=4"])
     for kw in ({}, {"collect_only": True}, {"reuse": False}):
