@@ -905,3 +905,30 @@ def test_best_preset_is_the_table1_batch_200_row(ds, preset):
     row.pop("experiment_name")
     assert best == row
     assert best["dataset"]["name"] == ds and best["trainer"]["batch_size"] == 200
+
+
+@pytest.mark.parametrize("ds,preset", [("mnist", "mnist"), ("fashion_mnist", "fmnist")])
+def test_param_dct_preset_is_the_dct_recipe_with_the_papers_param_grad_mechanism(ds, preset):
+    """experiment=dpsinkhorn_param_dct_<ds> (Table 1's shortened param-grad row) changes only the mechanism of
+    experiment=dpsinkhorn_dct_<ds>: the param-grad method with the paper's per-record clip C = 1; the generator,
+    optimiser, steps, batch, noise multiplier and evaluation are the image-gradient recipe's, and the noise
+    multiplier keeps epsilon within 10 at that length."""
+    import dataclasses
+
+    from dpgen.config import compose_preset
+    from dpgen.privacy.calibration import epsilon_for
+    from dpgen.tables.dpsinkhorn_tables import TABLE1_ROWS
+
+    pattern, overrides, paper_row = TABLE1_ROWS["DP-Sinkhorn (param grad, dpgen: DCT barrier, 60k steps)"]
+    assert paper_row == "DP-Sinkhorn (param grad)" and not overrides
+    param = dataclasses.asdict(compose_preset(pattern.format(ds=preset)))
+    dct = dataclasses.asdict(compose_preset(f"dpsinkhorn_dct_{preset}"))
+    for group in ("trainer", "model", "task", "privacy", "dataset"):
+        assert param[group] == dct[group], group
+    pm, dm = param["method"], dct["method"]
+    assert (pm["name"], pm["clip"], pm["clip_mode"]) == ("dpsinkhorn_param", 1.0, "per_sample")
+    assert pm["noise_multiplier"] == dm["noise_multiplier"] and param["dataset"]["name"] == ds
+    t = param["trainer"]
+    eps = epsilon_for(pm["noise_multiplier"], t["batch_size"] / 60000, t["steps"], param["privacy"]["delta"],
+                      sampling="poisson")
+    assert 9.9 < eps <= param["privacy"]["epsilon"]
