@@ -184,6 +184,9 @@ class GenerationTaskConfig(TaskConfig):
     #: downstream classifiers: logreg, mlp, cnn
     eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
     eval_max_epochs: int = 30
+    #: LogReg's fit: fused (scikit-learn's objective and L-BFGS call, the loss and gradient in fused float32
+    #: products; dpgen/eval/logreg.py) or sklearn (scikit-learn's own fit); the same model to L-BFGS's tolerance
+    logreg_solver: str = "fused"
     #: FID of `fid_samples` generated images vs the test split (pytorch-fid Inception weights from
     #: $DPGEN_FID_WEIGHTS or the torch hub cache; without them metrics.json says why FID is missing)
     fid: bool = False
@@ -194,6 +197,7 @@ class GenerationTaskConfig(TaskConfig):
             check_positive_int(self.n_synthetic, "task.n_synthetic")
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
+        _choice(self.logreg_solver, "task.logreg_solver", ("fused", "sklearn"))
 
 
 @dataclass
@@ -206,10 +210,13 @@ class EvaluateTaskConfig(TaskConfig):
     synthetic: str = MISSING
     eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
     eval_max_epochs: int = 30
+    #: LogReg's fit, as ``task=generation``'s
+    logreg_solver: str = "fused"
 
     def __post_init__(self) -> None:
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
+        _choice(self.logreg_solver, "task.logreg_solver", ("fused", "sklearn"))
         check_positive_int(self.eval_max_epochs, "task.eval_max_epochs")
 
 

@@ -294,21 +294,60 @@ def bench_eval(repeats, quick):
             row["its products at BLAS speed"] = _mlp_products_seconds(n, repeats)
             row["x products"] = t["dpgen"] / row["its products at BLAS speed"]
         rows.append(row)
-    xs = x.reshape(n, -1).numpy()
-    fit_logreg(xs[:1000], y[:1000].numpy())  # imports scikit-learn and scipy outside the timing (until
-    # 2026-11-26 the row timed them too: about 1 s of the 1.8 s it read with one thread)
-    t0 = time.perf_counter()
-    clf, _ = fit_logreg(xs, y.numpy())
-    sec = time.perf_counter() - t0
-    iters = int(np.max(clf.n_iter_))
-    floor = train_flops_per_sample("logreg", (1, 28, 28)) * n * iters / rate
-    # the peer: the two products of one loss-and-gradient evaluation (X W and X^T G, 10 columns each) at
-    # this BLAS's speed in float32, once per iteration: skinny products run far below the square sgemm rate
-    w, gmat = np.ones((xs.shape[1], 10), np.float32), np.ones((n, 10), np.float32)
-    products = timed({"p": lambda: (xs @ w, xs.T @ gmat)}, repeats)["p"] * iters
-    rows.append({"what": f"LogReg (scikit-learn L-BFGS) on {n:,} samples: {iters} iterations", "unit": "s",
-                 "dpgen": sec, "floor (FLOPs / sgemm rate)": floor, "x floor": sec / floor,
-                 "its products at BLAS speed": products, "x products": sec / products})
+    rows += _bench_logreg(x.reshape(n, -1), y, rate, repeats)
+    return rows
+
+
+def _bench_logreg(x, y, rate, repeats):
+    """LogReg of the protocol: one loss-and-gradient evaluation (the work of an L-BFGS iteration) of dpgen's fused
+    objective beside scikit-learn's (``LinearModelLoss.loss_gradient``, what its fit calls, on the float32 input as
+    its fit gets it), the two products' FLOP floor and the two products at this BLAS's speed; then both whole
+    fits (``task.logreg_solver=fused`` / ``sklearn``) with their iterations, each under the BLAS thread limit
+    the evaluation sets."""
+    import numpy as np
+    from sklearn._loss.loss import HalfMultinomialLoss
+    from sklearn.linear_model._linear_loss import LinearModelLoss
+    from threadpoolctl import threadpool_limits
+
+    from dpgen.eval.downstream import fit_logreg, train_flops_per_sample
+    from dpgen.eval.logreg import LogRegObjective
+
+    n, d = x.shape
+    xs, yn = x.numpy(), y.numpy()
+    w = np.random.default_rng(0).normal(size=(d + 1) * 10) * 0.01
+    fused = LogRegObjective(x.to(DEV), yn, 10, l2=1.0 / n)
+    sk = LinearModelLoss(base_loss=HalfMultinomialLoss(n_classes=10), fit_intercept=True)
+    y32 = yn.astype(np.float32)
+    threads = torch.get_num_threads()
+    wt, gmat = np.ones((d, 10), np.float32), np.ones((n, 10), np.float32)
+    t = {}
+    # each under the BLAS thread limit its fit runs with (fit_logreg): 1 beside torch's products, the torch
+    # thread count for scikit-learn's products; timed apart, since spinning BLAS threads left by one slow the next
+    with threadpool_limits(limits=1, user_api="blas"):
+        t.update(timed({"dpgen (fused float32 products)": lambda: fused(w)}, repeats))
+    with threadpool_limits(limits=threads, user_api="blas"):
+        t.update(timed({"scikit-learn's loss_gradient": lambda: sk.loss_gradient(w, xs, y32, None, 1.0 / n, threads),
+                        "products": lambda: (xs @ wt, xs.T @ gmat)}, repeats))
+    floor = train_flops_per_sample("logreg", (1, 28, 28)) * n / rate
+    rows = [{"what": f"LogReg loss + gradient, one evaluation on {n:,} x {d} (an L-BFGS iteration's work)",
+             "unit": "s", "dpgen": t["dpgen (fused float32 products)"],
+             "peer: scikit-learn's loss_gradient": t["scikit-learn's loss_gradient"],
+             "floor (FLOPs / sgemm rate)": floor, "x floor": t["dpgen (fused float32 products)"] / floor,
+             "peer x floor": t["scikit-learn's loss_gradient"] / floor,
+             "its products at BLAS speed": t["products"],
+             "x products": t["dpgen (fused float32 products)"] / t["products"]}]
+    fit_logreg(xs[:1000], yn[:1000], solver="sklearn")  # imports scikit-learn and scipy outside the timing
+    fits = {}
+    for solver in ("fused", "sklearn"):
+        t0 = time.perf_counter()
+        clf, _ = fit_logreg(x, yn, solver=solver, device=DEV)
+        sec = time.perf_counter() - t0
+        fits[solver] = (sec, int(np.max(clf.n_iter_)))
+    (sf, itf), (ss, its) = fits["fused"], fits["sklearn"]
+    rows.append({"what": f"LogReg fit on {n:,} samples (L-BFGS to scikit-learn's tolerance): fused {itf} / "
+                         f"scikit-learn {its} iterations", "unit": "s", "dpgen": sf, "peer: scikit-learn's fit": ss,
+                 "per iteration": sf / max(itf, 1), "peer per iteration": ss / max(its, 1),
+                 "floor (FLOPs / sgemm rate)": floor * itf, "x floor": sf / (floor * itf)})
     return rows
 
 

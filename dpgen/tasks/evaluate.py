@@ -62,7 +62,8 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     device = str(resolve_device(cfg.trainer.device))
     res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models),
                               image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
-                              seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress))
+                              seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
+                              logreg_solver=task.logreg_solver)
     metrics = {"task": "evaluate", "synthetic": str(task.synthetic), "dataset": cfg.dataset.name, "seed": cfg.seed,
                "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "downstream": res,
                "wall_seconds": round(time.time() - t0, 2)}

@@ -195,7 +195,7 @@ def n_synthetic(task, n_private: int) -> int:
 #: what a user compares a result with (measured here, README "Results"): dataset -> text
 REFERENCES = {
     "digits": "references on digits (README Quick start): non-private SWD LogReg 89-93 % (3 runs); DP-MERF at "
-              "epsilon 10 (method=dpmerf) LogReg 81-86 % (3 runs); this default 89.4-91.1 % (5 runs); the paper's "
+              "epsilon 10 (method=dpmerf) LogReg 81-86 % (3 runs); this default 89.2-91.1 % (10 runs); the paper's "
               "batch clip (method.clip_mode=batch model.dct_size=4) 25-53 % (5 runs)",
 }
 
@@ -230,7 +230,8 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
     res = evaluate_downstream(x_syn, y_syn, X_test, Y_test, models=tuple(task.eval_models),
                               image_shape=tuple(shape) if len(shape) == 3 else None,
                               max_epochs=task.eval_max_epochs, seed=cfg.seed, device=str(device),
-                              progress=bool(cfg.trainer.progress))
+                              progress=bool(cfg.trainer.progress),
+                              logreg_solver=task.logreg_solver)
     res["n_synthetic"] = n_syn
     ref = reference_numbers(cfg.dataset.name)
     if ref:
