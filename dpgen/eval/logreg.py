@@ -8,18 +8,20 @@ model ``softmax(x W^T + b)`` over the classes present in the fitted labels, mini
 (the intercept is not penalised) by scipy's L-BFGS-B from zero, with ``gtol = tol = 1e-4``, ``ftol = 64 eps``,
 ``maxls = 50`` and ``max_iter`` iterations. :func:`fit_logreg_fused` runs that same scipy call on that same
 objective, in scikit-learn's parameter layout; only the evaluation of f and its gradient differs. Both do their
-two products (``X W^T`` and ``(P - Y)^T X``, 10 columns each) in float32 on the float32 input; scikit-learn runs
-them as two passes over the whole set through numpy's BLAS with its Cython loss between them, here they are fused
+two products (``X W^T`` and ``(P - Y)^T X``, 10 columns each) in float32 on the float32 input. scikit-learn runs
+them as two passes over the whole set through numpy's BLAS with its Cython loss between them. Here they are fused
 over blocks of rows, so each block is read from memory once per evaluation and the second product finds it in
-cache, through torch's BLAS, with the softmax, the loss and the sums in float64. On 2 cores (``make bench``, eval
-part, 54,000 x 784, 2 threads): 34 ms an evaluation against scikit-learn's 57 ms, the FLOP floor of the two
-products at the machine's square-sgemm rate being 9.2 ms; the two products alone, unfused, take 37 ms at these
-skinny shapes, so the floor this BLAS reaches for them is about 4 x the FLOP floor. Whole fits on 54,000 real
-MNIST / Fashion-MNIST images: 10.1 s / 28.4 s against 24.7 s / 59.3 s. The fitted model is scikit-learn's to
-the tolerance the solver stops at: its predictions differ from scikit-learn's on 0.3-0.45 % of the test images,
-as much as scikit-learn's own fit moves when given float64 instead of float32 input
-(``tests/eval/test_logreg.py``: objective, gradient, coefficients and predictions on real digits);
-``task.logreg_solver=sklearn`` keeps scikit-learn's own fit.
+cache; the first is oneDNN's inner product on a CPU (what torch's compiler lowers a linear layer to; the BLAS's
+product elsewhere), the second the BLAS's, and the softmax, the loss and the sums run in float64 with the classes
+along the first axis. On 2 idle cores (``make bench``, eval part, 54,000 x 784, 2 threads, 2026-11-27): 28.3 ms an
+evaluation (31.7 ms with the BLAS's first product) against scikit-learn's 54.6 ms; the FLOP floor of the two
+products at the machine's square-sgemm rate is 9.0 ms, and the two products alone, unfused, take 38.1 ms at these
+skinny shapes (about 4 x that floor), so 3.1 x the FLOP floor is 0.74 x what this BLAS does with the products
+alone. Whole fits on 54,000 real images: MNIST 7.5 s against 24.1 s (2 threads) and 11.5 s against 18.6 s (one),
+Fashion-MNIST 22.0 s against 56.4 s. The fitted model is scikit-learn's to the tolerance the solver stops at: its
+test predictions differ from scikit-learn's on 0.3-0.5 % of the images, as much as scikit-learn's own fit moves
+when given float64 instead of float32 input (``tests/eval/test_logreg.py``: objective, gradient, coefficients and
+predictions on real digits); ``task.logreg_solver=sklearn`` keeps scikit-learn's own fit.
 
 Two classes take scikit-learn's fit: it uses the binomial model there, another objective.
 """
@@ -34,8 +36,8 @@ import torch
 __all__ = ["FusedLogisticRegression", "LogRegObjective", "fit_logreg_fused"]
 
 #: rows per block: 1,024 x 784 float32 = 3.2 MB, inside this CPU's 32 MB L3 with room for the products' buffers
-#: (measured idle on 54,000 x 784, one / two threads: 1,024 rows 46.6 / 35.9 ms an evaluation, 2,048 rows
-#: 48.0 / 48.0 ms, 4,096 rows 52.7 / 57.6 ms)
+#: (measured idle on 54,000 x 784, one / two threads, ms an evaluation: 512 rows 51.4 / 33.9, 1,024 rows 47.8 / 29.1,
+#: 2,048 rows 48.9 / 27.0, 4,096 rows 50.1 / 29.7)
 BLOCK_ROWS = 1024
 
 
@@ -62,8 +64,22 @@ class LogRegObjective:
         if codes.shape != (self.n,):
             raise ValueError(f"codes must have shape ({self.n},), got {codes.shape}")
         self.codes = torch.from_numpy(codes).to(self.x.device)
-        self._cols = torch.arange(min(self.block, self.n), device=self.x.device)
+        # the labels one-hot in float64, once, as (k, m) blocks: the loss's picks and the gradient's subtraction are
+        # one op each
+        onehot = torch.zeros(self.k, self.n, dtype=torch.float64, device=self.x.device)
+        onehot[self.codes, torch.arange(self.n, device=self.x.device)] = 1.0
+        self.onehot = [onehot[:, i:i + self.block].contiguous() for i in range(0, self.n, self.block)]
+        self.onednn = _onednn_linear_works(self.x)
         self.evaluations = 0
+
+    def _logits(self, xb: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
+        """(k, m) = (xb W^T)^T in float64: oneDNN's inner product on a CPU where it runs (faster than the BLAS's
+        product at 10 output columns, ``make bench``), else the BLAS. Classes along the first axis: the softmax
+        over them then runs along contiguous columns (7 x faster than along rows of 10 on a CPU)."""
+        if self.onednn:
+            z = torch.ops.mkldnn._linear_pointwise(xb, w_lo, None, "none", [], "")
+            return torch.empty(z.shape[1], z.shape[0], dtype=torch.float64, device=z.device).copy_(z.t())
+        return torch.mm(w_lo, xb.t()).double()
 
     def __call__(self, w: np.ndarray):
         d, k, x = self.d, self.k, self.x
@@ -72,26 +88,38 @@ class LogRegObjective:
         w_lo = w_kd.to(x.dtype)
         b = torch.from_numpy(coef[d].copy()).to(x.device).unsqueeze(1)  # (k, 1) float64
         grad_w = torch.zeros(k, d, dtype=x.dtype, device=x.device)
-        grad_b = torch.zeros(k, 1, dtype=torch.float64, device=x.device)
+        grad_b = torch.zeros(k, dtype=torch.float64, device=x.device)
         loss = torch.zeros((), dtype=torch.float64, device=x.device)
-        for i in range(0, self.n, self.block):
+        for j, i in enumerate(range(0, self.n, self.block)):
             xb = x[i:i + self.block]
-            m = xb.shape[0]
-            z = torch.mm(w_lo, xb.t()).double().add_(b)  # (k, m) logits, float64 from here
-            lse = torch.logsumexp(z, 0)
-            cols, yb = self._cols[:m], self.codes[i:i + m]
-            loss += lse.sum() - z[yb, cols].sum()
-            p = z.sub_(lse).exp_()  # softmax, in place
-            p[yb, cols] -= 1.0  # d loss_i / d z_i = p_i - onehot(y_i)
-            grad_b += p.sum(1, keepdim=True)
+            yb = self.onehot[j]  # (k, m)
+            z = self._logits(xb, w_lo).add_(b)  # (k, m) logits, float64 from here
+            logp = torch.log_softmax(z, 0)
+            loss -= torch.dot(logp.view(-1), yb.view(-1))  # sum_i -log p_i(y_i)
+            p = logp.exp_().sub_(yb)  # d loss_i / d z_i = softmax(z_i) - onehot(y_i)
+            grad_b += p.sum(1)
             grad_w.addmm_(p.to(x.dtype), xb)  # the block is still in cache
         self.evaluations += 1
         n = float(self.n)
         value = float(loss) / n + 0.5 * self.l2 * float((w_kd * w_kd).sum())
         g = np.empty((d + 1, k), dtype=np.float64)
         g[:d] = (grad_w.double() / n + self.l2 * w_kd).t().cpu().numpy()
-        g[d] = (grad_b / n).squeeze(1).cpu().numpy()
+        g[d] = (grad_b / n).cpu().numpy()
         return value, g.ravel()
+
+
+def _onednn_linear_works(x: torch.Tensor) -> bool:
+    """Whether oneDNN's inner product (``torch.ops.mkldnn._linear_pointwise``, what torch's compiler lowers a
+    CPU linear layer to) runs here on float32 and agrees with the BLAS's product; else the BLAS is used."""
+    if x.device.type != "cpu" or x.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        g = torch.Generator().manual_seed(0)
+        a, w = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g)
+        out = torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], "")
+        return bool(torch.allclose(out, a @ w.t(), rtol=1e-4, atol=1e-4))
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 class FusedLogisticRegression:
