@@ -118,7 +118,7 @@ def _onednn_linear_works(x: torch.Tensor) -> bool:
         a, w = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g)
         out = torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], "")
         return bool(torch.allclose(out, a @ w.t(), rtol=1e-4, atol=1e-4))
-    except (AttributeError, RuntimeError, NotImplementedError):
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
         return False
 
 
