@@ -6,8 +6,8 @@ Protocol of DP-Sinkhorn (Cao et al., App. D.2), also the downstream task of DP-S
   inputs, fitted on the WHOLE synthetic set (the paper uses a holdout only for the MLP and CNN),
   so its ``holdout_acc`` is ``None`` and ``epochs`` is ``None`` (``iterations`` gives L-BFGS's).
   By default its objective and scipy call run with the loss and gradient in fused float32 products
-  (``logreg_solver="fused"``, :mod:`dpgen.eval.logreg`: the same model to L-BFGS's tolerance, about
-  2 x faster on 2 cores); ``logreg_solver="sklearn"`` is scikit-learn's own fit.
+  (``logreg_solver="fused"``, :mod:`dpgen.eval.logreg`: the same model to L-BFGS's tolerance,
+  1.6-3.2 x faster on 2 cores); ``logreg_solver="sklearn"`` is scikit-learn's own fit.
 * ``mlp``: flattened input -> Linear(100) -> ReLU -> Linear(n_classes); Adam with default
   parameters (lr 1e-3).
 * ``cnn``: Conv(32, 3x3, padding 1) -> ReLU -> MaxPool(2) -> Dropout(0.5) -> Conv(64, 3x3,
@@ -249,7 +249,7 @@ def fit_logreg(x_fit, y_fit: np.ndarray, seed: int = 0, max_iter: int = 5000, pr
     # (7,850 numbers; torch does the products), so that no BLAS thread spins on a core torch's threads need
     # between evaluations; scikit-learn's fit does its products there, with this process's torch thread count
     # (its share of the cores, dpgen/utils/threads.py) instead of every core. Measured on 2 cores, 54,000 MNIST
-    # images, two torch threads: the fused fit 27.6 s with the BLAS's own 2 threads, 10.7 s with 1
+    # images, two torch threads: the fused fit's first version 27.6 s with the BLAS's own 2 threads, 10.7 s with 1
     fused = solver == "fused" and len(np.unique(y_fit)) >= 3
     limit = threadpool_limits(limits=1 if fused else max(1, torch.get_num_threads()), user_api="blas")
     try:
