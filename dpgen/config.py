@@ -174,6 +174,10 @@ class AccountingTaskConfig(TaskConfig):
     cross_check: bool = True
 
 
+#: task.logreg_solver's choices (dpgen/eval/downstream.py::fit_logreg)
+LOGREG_SOLVERS = ("fused", "sklearn")
+
+
 @dataclass
 class GenerationTaskConfig(TaskConfig):
     """Train a generator, then evaluate it on the real test split."""
@@ -197,7 +201,7 @@ class GenerationTaskConfig(TaskConfig):
             check_positive_int(self.n_synthetic, "task.n_synthetic")
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
-        _choice(self.logreg_solver, "task.logreg_solver", ("fused", "sklearn"))
+        _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)
 
 
 @dataclass
@@ -216,7 +220,7 @@ class EvaluateTaskConfig(TaskConfig):
     def __post_init__(self) -> None:
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
-        _choice(self.logreg_solver, "task.logreg_solver", ("fused", "sklearn"))
+        _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)
         check_positive_int(self.eval_max_epochs, "task.eval_max_epochs")
 
 

@@ -63,14 +63,13 @@ class LogRegObjective:
         codes = np.asarray(codes, dtype=np.int64)
         if codes.shape != (self.n,):
             raise ValueError(f"codes must have shape ({self.n},), got {codes.shape}")
-        self.codes = torch.from_numpy(codes).to(self.x.device)
+        codes = torch.from_numpy(codes).to(self.x.device)
         # the labels one-hot in float64, once, as (k, m) blocks: the loss's picks and the gradient's subtraction are
         # one op each
         onehot = torch.zeros(self.k, self.n, dtype=torch.float64, device=self.x.device)
-        onehot[self.codes, torch.arange(self.n, device=self.x.device)] = 1.0
+        onehot[codes, torch.arange(self.n, device=self.x.device)] = 1.0
         self.onehot = [onehot[:, i:i + self.block].contiguous() for i in range(0, self.n, self.block)]
         self.onednn = _onednn_linear_works(self.x)
-        self.evaluations = 0
 
     def _logits(self, xb: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
         """(k, m) = (xb W^T)^T in float64: oneDNN's inner product on a CPU where it runs (faster than the BLAS's
@@ -99,7 +98,6 @@ class LogRegObjective:
             p = logp.exp_().sub_(yb)  # d loss_i / d z_i = softmax(z_i) - onehot(y_i)
             grad_b += p.sum(1)
             grad_w.addmm_(p.to(x.dtype), xb)  # the block is still in cache
-        self.evaluations += 1
         n = float(self.n)
         value = float(loss) / n + 0.5 * self.l2 * float((w_kd * w_kd).sum())
         g = np.empty((d + 1, k), dtype=np.float64)
