@@ -315,9 +315,11 @@ def _bench_logreg(x, y, rate, repeats):
     n, d = x.shape
     xs, yn = x.numpy(), y.numpy()
     w = np.random.default_rng(0).normal(size=(d + 1) * 10) * 0.01
-    fused = LogRegObjective(x.to(DEV), yn, 10, l2=1.0 / n)
-    fused_blas = LogRegObjective(x.to(DEV), yn, 10, l2=1.0 / n)
-    fused_blas.onednn = False  # X W^T through the BLAS's mm, as on a GPU or where oneDNN does not run
+    fused = LogRegObjective(x.to(DEV), yn, 10, l2=1.0 / n)  # the path a fit takes here (packed on a CPU)
+    peers = {}
+    if fused.path == "packed":  # the blocked paths, its peers: X W^T by oneDNN's / the BLAS's product
+        peers = {f"fused over blocks, X W^T by {name}": LogRegObjective(x, yn, 10, l2=1.0 / n, path=path)
+                 for name, path in (("oneDNN", "onednn"), ("the BLAS", "blas"))}
     sk = LinearModelLoss(base_loss=HalfMultinomialLoss(n_classes=10), fit_intercept=True)
     y32 = yn.astype(np.float32)
     threads = torch.get_num_threads()
@@ -327,14 +329,14 @@ def _bench_logreg(x, y, rate, repeats):
     # thread count for scikit-learn's products; timed apart, since spinning BLAS threads left by one slow the next
     with threadpool_limits(limits=1, user_api="blas"):
         t.update(timed({"dpgen (fused float32 products)": lambda: fused(w),
-                        "fused, X W^T by the BLAS": lambda: fused_blas(w)}, repeats))
+                        **{name: (lambda o=o: o(w)) for name, o in peers.items()}}, repeats))
     with threadpool_limits(limits=threads, user_api="blas"):
         t.update(timed({"scikit-learn's loss_gradient": lambda: sk.loss_gradient(w, xs, y32, None, 1.0 / n, threads),
                         "products": lambda: (xs @ wt, xs.T @ gmat)}, repeats))
     floor = train_flops_per_sample("logreg", (1, 28, 28)) * n / rate
     rows = [{"what": f"LogReg loss + gradient, one evaluation on {n:,} x {d} (an L-BFGS iteration's work)",
              "unit": "s", "dpgen": t["dpgen (fused float32 products)"],
-             "oneDNN forward": fused.onednn, "fused, X W^T by the BLAS": t["fused, X W^T by the BLAS"],
+             "path": fused.path, **{name: t[name] for name in peers},
              "peer: scikit-learn's loss_gradient": t["scikit-learn's loss_gradient"],
              "floor (FLOPs / sgemm rate)": floor, "x floor": t["dpgen (fused float32 products)"] / floor,
              "peer x floor": t["scikit-learn's loss_gradient"] / floor,

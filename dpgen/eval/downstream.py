@@ -251,15 +251,19 @@ def fit_logreg(x_fit, y_fit: np.ndarray, seed: int = 0, max_iter: int = 5000, pr
     # (its share of the cores, dpgen/utils/threads.py) instead of every core. Measured on 2 cores, 54,000 MNIST
     # images, two torch threads: the fused fit's first version 27.6 s with the BLAS's own 2 threads, 10.7 s with 1
     fused = solver == "fused" and len(np.unique(y_fit)) >= 3
+    # imported before the limit is set: a BLAS loaded inside it (scipy's own, with scipy.optimize) keeps its
+    # default threads, which spun beside torch's and made a process's first fused fit 2-3 x slower (measured:
+    # 14.7 s against 5.4 s on 54,000 MNIST images, 2 threads)
+    from sklearn.linear_model import LogisticRegression
+
+    from dpgen.eval.logreg import fit_logreg_fused
     limit = threadpool_limits(limits=1 if fused else max(1, torch.get_num_threads()), user_api="blas")
     try:
         if fused:
-            from dpgen.eval.logreg import fit_logreg_fused
             with _Bar("logreg", progress) as bar:
                 clf = fit_logreg_fused(x2, y_fit, max_iter=max_iter, device=device, progress=bar.update)
             return clf, clf.status == 0
         from sklearn.exceptions import ConvergenceWarning
-        from sklearn.linear_model import LogisticRegression
         clf = LogisticRegression(solver="lbfgs", max_iter=max_iter, random_state=seed)
         x2 = x2.numpy() if isinstance(x2, torch.Tensor) else x2
         with warnings.catch_warnings(record=True) as rec, _Ticker("logreg", progress):

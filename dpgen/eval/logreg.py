@@ -9,19 +9,21 @@ model ``softmax(x W^T + b)`` over the classes present in the fitted labels, mini
 ``maxls = 50`` and ``max_iter`` iterations. :func:`fit_logreg_fused` runs that same scipy call on that same
 objective, in scikit-learn's parameter layout; only the evaluation of f and its gradient differs. Both do their
 two products (``X W^T`` and ``(P - Y)^T X``, 10 columns each) in float32 on the float32 input. scikit-learn runs
-them as two passes over the whole set through numpy's BLAS with its Cython loss between them. Here they are fused
-over blocks of rows, so each block is read from memory once per evaluation and the second product finds it in
-cache; the first is oneDNN's inner product on a CPU (what torch's compiler lowers a linear layer to; the BLAS's
-product elsewhere), the second the BLAS's, and the softmax, the loss and the sums run in float64 with the classes
-along the first axis. On 2 idle cores (``make bench``, eval part, 54,000 x 784, 2 threads, 2026-11-27): 28.3 ms an
-evaluation (31.7 ms with the BLAS's first product) against scikit-learn's 54.6 ms; the FLOP floor of the two
-products at the machine's square-sgemm rate is 9.0 ms, and the two products alone, unfused, take 38.1 ms at these
-skinny shapes (about 4 x that floor), so 3.1 x the FLOP floor is 0.74 x what this BLAS does with the products
-alone. Whole fits on 54,000 real images: MNIST 7.5 s against 24.1 s (2 threads) and 11.5 s against 18.6 s (one),
-Fashion-MNIST 22.0 s against 56.4 s. The fitted model is scikit-learn's to the tolerance the solver stops at: its
-test predictions differ from scikit-learn's on 0.3-0.5 % of the images, as much as scikit-learn's own fit moves
-when given float64 instead of float32 input (``tests/eval/test_logreg.py``: objective, gradient, coefficients and
-predictions on real digits); ``task.logreg_solver=sklearn`` keeps scikit-learn's own fit.
+them through numpy's BLAS, which at 10 columns runs at about a quarter of its square-sgemm rate. X does not change during a fit, so here it is packed once, as
+the constant weights of oneDNN's inner product (what torch's compiler lowers a CPU linear layer to), and each
+product is a 10-row input against it (``path="packed"``, two packed copies of X beside it: X and X^T); the
+softmax, the loss and the sums between them run in float64 on the (k, n) logits, classes along the first axis.
+Where that does not run (a GPU, another build, X over ``PACK_MAX_BYTES``), the products are fused over blocks of
+rows so that each block is read once per evaluation (``path="onednn"``: X W^T by oneDNN's inner product;
+``"blas"``). On 2 idle cores (``make bench``, eval part, 54,000 x 784, 2 threads, 2026-11-27, sgemm 173 GFLOP/s):
+16.5 ms an evaluation = 1.68 x the FLOP floor of the two products at the square-sgemm rate (9.8 ms); blocked
+28.8 ms (oneDNN) / 31.7 ms (BLAS); scikit-learn's 52.8 ms; the two products alone by the BLAS 41.1 ms. Whole
+fits on 54,000 real images, tested on the real 10,000: MNIST 5.9 s against scikit-learn's 24.7 s (2 threads;
+8.6 s on one), Fashion-MNIST 13.0 s against 56.3 s. The fitted model is scikit-learn's to the tolerance the solver
+stops at: its test predictions agree with scikit-learn's on 99.73 % (MNIST) and 99.62 % (Fashion-MNIST) of the
+images, within the spread of scikit-learn's own fit stopped at that tolerance (``docs/RUNS.md``;
+``tests/eval/test_logreg.py``: objective, gradient, coefficients and predictions on real digits, every path);
+``task.logreg_solver=sklearn`` keeps scikit-learn's own fit.
 
 Two classes take scikit-learn's fit: it uses the binomial model there, another objective.
 """
@@ -32,8 +34,18 @@ from typing import Optional
 
 import numpy as np
 import torch
+from scipy import optimize
 
-__all__ = ["FusedLogisticRegression", "LogRegObjective", "fit_logreg_fused"]
+__all__ = ["FusedLogisticRegression", "LogRegObjective", "PATHS", "fit_logreg_fused"]
+
+#: how an evaluation runs its two products (``LogRegObjective(path=...)``; None picks the first that runs here):
+#: ``packed``: oneDNN's inner product over the whole set against X packed once per fit as the product's constant
+#: weights (two packed copies of X: X and X^T); ``onednn``: fused over blocks of rows, X W^T by oneDNN's inner
+#: product, the second product the BLAS's; ``blas``: fused over blocks, both by the BLAS (a GPU, another build)
+PATHS = ("packed", "onednn", "blas")
+
+#: the packed path's limit on X's size: it holds two packed copies of X beside it (1 GiB: 340,000 MNIST-sized rows)
+PACK_MAX_BYTES = 1 << 30
 
 #: rows per block: 1,024 x 784 float32 = 3.2 MB, inside this CPU's 32 MB L3 with room for the products' buffers
 #: (measured idle on 54,000 x 784, one / two threads, ms an evaluation: 512 rows 51.4 / 33.9, 1,024 rows 47.8 / 29.1,
@@ -51,7 +63,7 @@ class LogRegObjective:
     """
 
     def __init__(self, x: torch.Tensor, codes: np.ndarray, n_classes: int, l2: float,
-                 block_rows: int = BLOCK_ROWS):
+                 block_rows: int = BLOCK_ROWS, path: Optional[str] = None):
         if x.dim() != 2:
             raise ValueError(f"x must be (n, d), got shape {tuple(x.shape)}")
         self.x = x if x.dtype in (torch.float32, torch.float64) else x.float()
@@ -64,18 +76,39 @@ class LogRegObjective:
         if codes.shape != (self.n,):
             raise ValueError(f"codes must have shape ({self.n},), got {codes.shape}")
         codes = torch.from_numpy(codes).to(self.x.device)
-        # the labels one-hot in float64, once, as (k, m) blocks: the loss's picks and the gradient's subtraction are
-        # one op each
+        # the labels one-hot in float64, once: the loss's picks and the gradient's subtraction are one op each
         onehot = torch.zeros(self.k, self.n, dtype=torch.float64, device=self.x.device)
         onehot[codes, torch.arange(self.n, device=self.x.device)] = 1.0
-        self.onehot = [onehot[:, i:i + self.block].contiguous() for i in range(0, self.n, self.block)]
-        self.onednn = _onednn_linear_works(self.x)
+        if path is None:
+            path = _default_path(self.x)
+        if path not in PATHS:
+            raise ValueError(f"path={path!r} is invalid: choose one of {', '.join(PATHS)} (or None: the fastest that "
+                             f"runs here)")
+        if path in ("packed", "onednn") and _default_path(self.x) == "blas":
+            raise ValueError(f"path={path!r} needs oneDNN's inner product on a CPU with float32 input, which is not "
+                             f"what runs here ({self.x.device.type}, {self.x.dtype}): use path='blas' or None")
+        if path == "packed" and not _onednn_works()["packed"]:
+            raise ValueError("path='packed' needs oneDNN's packed weights, which this torch does not run: use "
+                             "path='onednn', 'blas' or None")
+        self.path = path
+        if path == "packed":
+            # X as the inner product's constant weights, packed once for each product: (k, d) @ X^T and (k, n) @ X
+            self.packed = (torch.ops.mkldnn._reorder_linear_weight(self.x, self.k),
+                           torch.ops.mkldnn._reorder_linear_weight(self.x.t().contiguous(), self.k))
+            self.onehot = onehot
+            # the softmax's buffers, reused: fresh 4 MB tensors each evaluation fault their pages in again (the softmax
+            # took 5.0 ms so, 1.2 ms with these, 54,000 rows)
+            self._z = torch.empty(self.k, self.n, dtype=torch.float64)
+            self._e = torch.empty(self.k, self.n, dtype=torch.float64)
+            self._p = torch.empty(self.k, self.n, dtype=torch.float32)
+        else:
+            self.onehot = [onehot[:, i:i + self.block].contiguous() for i in range(0, self.n, self.block)]
 
     def _logits(self, xb: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
         """(k, m) = (xb W^T)^T in float64: oneDNN's inner product on a CPU where it runs (faster than the BLAS's
         product at 10 output columns, ``make bench``), else the BLAS. Classes along the first axis: the softmax
         over them then runs along contiguous columns (7 x faster than along rows of 10 on a CPU)."""
-        if self.onednn:
+        if self.path == "onednn":
             z = torch.ops.mkldnn._linear_pointwise(xb, w_lo, None, "none", [], "")
             return torch.empty(z.shape[1], z.shape[0], dtype=torch.float64, device=z.device).copy_(z.t())
         return torch.mm(w_lo, xb.t()).double()
@@ -86,6 +119,33 @@ class LogRegObjective:
         w_kd = torch.from_numpy(np.ascontiguousarray(coef[:d].T)).to(x.device)  # (k, d) float64
         w_lo = w_kd.to(x.dtype)
         b = torch.from_numpy(coef[d].copy()).to(x.device).unsqueeze(1)  # (k, 1) float64
+        if self.path == "packed":
+            grad_w, grad_b, loss = self._packed(w_lo, b)
+        else:
+            grad_w, grad_b, loss = self._blocked(w_lo, b)
+        n = float(self.n)
+        value = float(loss) / n + 0.5 * self.l2 * float((w_kd * w_kd).sum())
+        g = np.empty((d + 1, k), dtype=np.float64)
+        g[:d] = (grad_w.double() / n + self.l2 * w_kd).t().cpu().numpy()
+        g[d] = (grad_b / n).cpu().numpy()
+        return value, g.ravel()
+
+    def _packed(self, w_lo: torch.Tensor, b: torch.Tensor):
+        """Both products over the whole set by oneDNN's inner product against X packed once (``path="packed"``),
+        the softmax between them on the (k, n) logits in float64."""
+        px, pxt = self.packed
+        z = self._z.copy_(torch.ops.mkldnn._linear_pointwise(w_lo, px, None, "none", [], "")).add_(b)
+        z.sub_(z.amax(0))  # log p = z - max - log sum exp(z - max)
+        e = torch.exp(z, out=self._e)
+        s = e.sum(0)
+        loss = s.log().sum() - torch.dot(z.view(-1), self.onehot.view(-1))  # sum_i -log p_i(y_i)
+        p = e.div_(s).sub_(self.onehot)  # d loss_i / d z_i = softmax(z_i) - onehot(y_i)
+        grad_w = torch.ops.mkldnn._linear_pointwise(self._p.copy_(p), pxt, None, "none", [], "")
+        return grad_w, p.sum(1), loss
+
+    def _blocked(self, w_lo: torch.Tensor, b: torch.Tensor):
+        """Both products fused over blocks of rows (``path="onednn"`` / ``"blas"``)."""
+        x, k, d = self.x, self.k, self.d
         grad_w = torch.zeros(k, d, dtype=x.dtype, device=x.device)
         grad_b = torch.zeros(k, dtype=torch.float64, device=x.device)
         loss = torch.zeros((), dtype=torch.float64, device=x.device)
@@ -98,26 +158,41 @@ class LogRegObjective:
             p = logp.exp_().sub_(yb)  # d loss_i / d z_i = softmax(z_i) - onehot(y_i)
             grad_b += p.sum(1)
             grad_w.addmm_(p.to(x.dtype), xb)  # the block is still in cache
-        n = float(self.n)
-        value = float(loss) / n + 0.5 * self.l2 * float((w_kd * w_kd).sum())
-        g = np.empty((d + 1, k), dtype=np.float64)
-        g[:d] = (grad_w.double() / n + self.l2 * w_kd).t().cpu().numpy()
-        g[d] = (grad_b / n).cpu().numpy()
-        return value, g.ravel()
+        return grad_w, grad_b, loss
 
 
-def _onednn_linear_works(x: torch.Tensor) -> bool:
-    """Whether oneDNN's inner product (``torch.ops.mkldnn._linear_pointwise``, what torch's compiler lowers a
-    CPU linear layer to) runs here on float32 and agrees with the BLAS's product; else the BLAS is used."""
+def _default_path(x: torch.Tensor) -> str:
+    """The fastest evaluation that runs here: ``packed`` on a CPU where oneDNN packs float32 weights and the two
+    packed copies of X fit ``PACK_MAX_BYTES`` each, else ``onednn`` where its inner product runs, else ``blas``."""
     if x.device.type != "cpu" or x.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
-        return False
-    try:
+        return "blas"
+    works = _onednn_works()
+    if works["packed"] and x.numel() * x.element_size() <= PACK_MAX_BYTES:
+        return "packed"
+    return "onednn" if works["linear"] else "blas"
+
+
+_ONEDNN_WORKS: dict = {}
+
+
+def _onednn_works() -> dict:
+    """Whether oneDNN's inner product (``torch.ops.mkldnn._linear_pointwise``, what torch's compiler lowers a CPU
+    linear layer to) runs here on float32, on plain and on packed weights, and agrees with the BLAS's products;
+    probed once per process on small random matrices. Another build or version of torch falls back to the BLAS."""
+    if not _ONEDNN_WORKS:
         g = torch.Generator().manual_seed(0)
-        a, w = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g)
-        out = torch.ops.mkldnn._linear_pointwise(a, w, None, "none", [], "")
-        return bool(torch.allclose(out, a @ w.t(), rtol=1e-4, atol=1e-4))
-    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
-        return False
+        a, w, p = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g), torch.randn(10, 37, generator=g)
+        lin = torch.ops.mkldnn._linear_pointwise if hasattr(torch.ops, "mkldnn") else None
+        for name, run in (("linear", lambda: [(lin(a, w, None, "none", [], ""), a @ w.t())]),
+                          ("packed", lambda: [
+                              (lin(w, torch.ops.mkldnn._reorder_linear_weight(a, 10), None, "none", [], ""), w @ a.t()),
+                              (lin(p, torch.ops.mkldnn._reorder_linear_weight(a.t().contiguous(), 10), None, "none",
+                                   [], ""), p @ a)])):
+            try:
+                _ONEDNN_WORKS[name] = all(bool(torch.allclose(o, r, rtol=1e-4, atol=1e-4)) for o, r in run())
+            except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+                _ONEDNN_WORKS[name] = False
+    return _ONEDNN_WORKS
 
 
 class FusedLogisticRegression:
@@ -139,12 +214,12 @@ class FusedLogisticRegression:
 
 
 def fit_logreg_fused(x, y: np.ndarray, C: float = 1.0, tol: float = 1e-4, max_iter: int = 5000,
-                     device: Optional[torch.device] = None, progress=None) -> FusedLogisticRegression:
+                     device: Optional[torch.device] = None, progress=None,
+                     path: Optional[str] = None) -> FusedLogisticRegression:
     """Fit scikit-learn's multinomial ``LogisticRegression(C, tol, max_iter, solver="lbfgs")`` (three classes or
     more; see the module docstring). ``x``: (n, ...) array or tensor, flattened; ``y``: labels.
-    ``progress``: a callable called once per L-BFGS iteration (a tqdm bar's ``update``), or None."""
-    from scipy import optimize
-
+    ``progress``: a callable called once per L-BFGS iteration (a tqdm bar's ``update``), or None. ``path``: how
+    the products run (:data:`PATHS`; None: the fastest that runs here)."""
     xt = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
     xt = xt.reshape(len(xt), -1)
     if not xt.is_floating_point():
@@ -155,7 +230,7 @@ def fit_logreg_fused(x, y: np.ndarray, C: float = 1.0, tol: float = 1e-4, max_it
     if len(classes) < 3:
         raise ValueError(f"the fused fit is for 3 or more classes, got {len(classes)}: use scikit-learn's fit")
     n, d = xt.shape
-    f = LogRegObjective(xt, codes, len(classes), l2=1.0 / (C * n))
+    f = LogRegObjective(xt, codes, len(classes), l2=1.0 / (C * n), path=path)
     callback = (lambda *_: progress()) if progress is not None else None
     res = optimize.minimize(f, np.zeros((d + 1) * len(classes)), method="L-BFGS-B", jac=True, callback=callback,
                             options={"maxiter": max_iter, "maxls": 50, "gtol": tol,

@@ -11,7 +11,9 @@ from sklearn.linear_model._linear_loss import LinearModelLoss
 from sklearn._loss.loss import HalfMultinomialLoss
 
 from dpgen.eval.downstream import evaluate_downstream, fit_logreg
-from dpgen.eval.logreg import FusedLogisticRegression, LogRegObjective, fit_logreg_fused
+import dpgen.eval.logreg as logreg_mod
+from dpgen.eval.logreg import (PATHS, FusedLogisticRegression, LogRegObjective, _onednn_works,
+                               fit_logreg_fused)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,19 +35,26 @@ def _sk_objective(w, x, codes, k):
     return loss.loss_gradient(w, x.astype(np.float64), codes.astype(np.float64), None, 1.0 / len(x), 1)
 
 
-@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "blas"])
+def _skip_unless_runs(path):
+    works = _onednn_works()
+    if path != "blas" and not works["packed" if path == "packed" else "linear"]:
+        pytest.skip(f"oneDNN's {path} inner product does not run here (not an x86 CPU build of torch): "
+                    f"the BLAS path is used")
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("block_rows", [1, 97, 1024, 5000])
-def test_objective_and_gradient_are_scikit_learns(digits, block_rows, onednn):
+def test_objective_and_gradient_are_scikit_learns(digits, block_rows, path):
     x, y = digits
     k, d = 10, x.shape[1]
     rng = np.random.default_rng(block_rows)
     w = rng.normal(size=(d + 1) * k) * 0.3  # scikit-learn's layout: (k, d + 1) ravelled in Fortran order
     ref_f, ref_g = _sk_objective(w, x, y, k)
-    obj = LogRegObjective(torch.from_numpy(x), y, k, l2=1.0 / len(x), block_rows=block_rows)
-    if onednn and not obj.onednn:
-        pytest.skip("oneDNN's inner product does not run here (not an x86 CPU build of torch): the BLAS path is used")
-    obj.onednn = onednn
+    _skip_unless_runs(path)
+    obj = LogRegObjective(torch.from_numpy(x), y, k, l2=1.0 / len(x), block_rows=block_rows, path=path)
+    assert obj.path == path
     f, g = obj(w)
+    assert obj(w)[0] == f  # the packed path's reused buffers leave nothing behind
     assert f == pytest.approx(ref_f, rel=1e-7)
     np.testing.assert_allclose(g, ref_g, rtol=0, atol=1e-5 * np.abs(ref_g).max())  # float32 products and sums
     # float64 input: the products in float64 too, agreement to rounding
@@ -65,11 +74,13 @@ def test_zero_start_is_log_k_and_penalty_spares_the_intercept(digits):
     assert f == pytest.approx(np.log(k), rel=1e-7)
 
 
-def test_fit_is_scikit_learns_model(digits):
+@pytest.mark.parametrize("path", PATHS)
+def test_fit_is_scikit_learns_model(digits, path):
     x, y = digits
     xf, yf, xt, yt = x[:1400], y[:1400], x[1400:], y[1400:]
     sk = LogisticRegression(solver="lbfgs", max_iter=5000).fit(xf, yf)
-    fu = fit_logreg_fused(xf, yf)
+    _skip_unless_runs(path)
+    fu = fit_logreg_fused(xf, yf, path=path)
     assert isinstance(fu, FusedLogisticRegression) and fu.status == 0 and fu.n_iter_[0] > 10
     wf = np.concatenate([fu.coef_, fu.intercept_[:, None]], 1).ravel(order="F")
     ws = np.concatenate([sk.coef_, sk.intercept_[:, None]], 1).ravel(order="F")
@@ -122,3 +133,22 @@ def test_config_names_a_bad_solver():
     from dpgen.config import GenerationTaskConfig
     with pytest.raises(Exception, match="task.logreg_solver"):
         GenerationTaskConfig(logreg_solver="newton")
+
+
+def test_path_is_chosen_and_checked(digits, monkeypatch):
+    x, y = digits
+    x32 = torch.from_numpy(x)
+    # float64 input takes the BLAS (oneDNN's inner product is float32 here), and asking for oneDNN says why not
+    assert LogRegObjective(x32.double(), y, 10, l2=0.1).path == "blas"
+    with pytest.raises(ValueError, match="path='packed' needs oneDNN's inner product on a CPU with float32"):
+        LogRegObjective(x32.double(), y, 10, l2=0.1, path="packed")
+    with pytest.raises(ValueError, match="path='gpu' is invalid: choose one of packed, onednn, blas"):
+        LogRegObjective(x32, y, 10, l2=0.1, path="gpu")
+    works = _onednn_works()
+    if not works["linear"]:
+        assert LogRegObjective(x32, y, 10, l2=0.1).path == "blas"
+        return
+    assert LogRegObjective(x32, y, 10, l2=0.1).path == ("packed" if works["packed"] else "onednn")
+    # above the size limit the two packed copies are not made: the blocked oneDNN path instead
+    monkeypatch.setattr(logreg_mod, "PACK_MAX_BYTES", x32.numel() * 4 - 1)
+    assert LogRegObjective(x32, y, 10, l2=0.1).path == "onednn"
