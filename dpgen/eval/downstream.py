@@ -7,7 +7,7 @@ Protocol of DP-Sinkhorn (Cao et al., App. D.2), also the downstream task of DP-S
   so its ``holdout_acc`` is ``None`` and ``epochs`` is ``None`` (``iterations`` gives L-BFGS's).
   By default its objective and scipy call run with the loss and gradient in fused float32 products
   (``logreg_solver="fused"``, :mod:`dpgen.eval.logreg`: the same model to L-BFGS's tolerance,
-  1.6-3.2 x faster on 2 cores); ``logreg_solver="sklearn"`` is scikit-learn's own fit.
+  2.2-4.3 x faster on 2 cores); ``logreg_solver="sklearn"`` is scikit-learn's own fit.
 * ``mlp``: flattened input -> Linear(100) -> ReLU -> Linear(n_classes); Adam with default
   parameters (lr 1e-3).
 * ``cnn``: Conv(32, 3x3, padding 1) -> ReLU -> MaxPool(2) -> Dropout(0.5) -> Conv(64, 3x3,
