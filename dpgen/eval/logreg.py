@@ -9,10 +9,11 @@ model ``softmax(x W^T + b)`` over the classes present in the fitted labels, mini
 ``maxls = 50`` and ``max_iter`` iterations. :func:`fit_logreg_fused` runs that same scipy call on that same
 objective, in scikit-learn's parameter layout; only the evaluation of f and its gradient differs. Both do their
 two products (``X W^T`` and ``(P - Y)^T X``, 10 columns each) in float32 on the float32 input. scikit-learn runs
-them through numpy's BLAS, which at 10 columns runs at about a quarter of its square-sgemm rate. X does not change during a fit, so here it is packed once, as
-the constant weights of oneDNN's inner product (what torch's compiler lowers a CPU linear layer to), and each
-product is a 10-row input against it (``path="packed"``, two packed copies of X beside it: X and X^T); the
-softmax, the loss and the sums between them run in float64 on the (k, n) logits, classes along the first axis.
+them through numpy's BLAS, which at 10 columns runs at about a quarter of its square-sgemm rate. X does not change
+during a fit, so here it is packed once, as the constant weights of oneDNN's inner product (what torch's compiler
+lowers a CPU linear layer to), and each product is a 10-row input against it (``path="packed"``, two packed
+copies of X beside it: X and X^T); the softmax, the loss and the sums between them run in float64 on the (k, n)
+logits, classes along the first axis.
 Where that does not run (a GPU, another build, X over ``PACK_MAX_BYTES``), the products are fused over blocks of
 rows so that each block is read once per evaluation (``path="onednn"``: X W^T by oneDNN's inner product;
 ``"blas"``). On 2 idle cores (``make bench``, eval part, 54,000 x 784, 2 threads, 2026-11-27, sgemm 173 GFLOP/s):
