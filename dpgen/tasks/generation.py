@@ -195,7 +195,7 @@ def n_synthetic(task, n_private: int) -> int:
 #: what a user compares a result with (measured here, README "Results"): dataset -> text
 REFERENCES = {
     "digits": "references on digits (README Quick start): non-private SWD LogReg 89-93 % (3 runs); DP-MERF at "
-              "epsilon 10 (method=dpmerf) LogReg 81-86 % (3 runs); this default 88.3-91.1 % (15 runs); the paper's "
+              "epsilon 10 (method=dpmerf) LogReg 81-86 % (3 runs); this default 88.3-91.1 % (20 runs); the paper's "
               "batch clip (method.clip_mode=batch model.dct_size=4) 25-53 % (5 runs)",
 }
 
