@@ -32,6 +32,7 @@ Two classes take scikit-learn's fit: it uses the binomial model there, another o
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -81,12 +82,12 @@ class LogRegObjective:
         # the labels one-hot in float64, once: the loss's picks and the gradient's subtraction are one op each
         onehot = torch.zeros(self.k, self.n, dtype=torch.float64, device=self.x.device)
         onehot[codes, torch.arange(self.n, device=self.x.device)] = 1.0
-        if path is None:
-            path = _default_path(self.x)
+        auto = _default_path(self.x)
+        path = auto if path is None else path
         if path not in PATHS:
             raise ValueError(f"path={path!r} is invalid: choose one of {', '.join(PATHS)} (or None: the fastest that "
                              f"runs here)")
-        if path in ("packed", "onednn") and _default_path(self.x) == "blas":
+        if path in ("packed", "onednn") and auto == "blas":
             raise ValueError(f"path={path!r} needs oneDNN's inner product on a CPU with float32 input, which is not "
                              f"what runs here ({self.x.device.type}, {self.x.dtype}): use path='blas' or None")
         if path == "packed" and not _onednn_works()["packed"]:
@@ -174,27 +175,25 @@ def _default_path(x: torch.Tensor) -> str:
     return "onednn" if works["linear"] else "blas"
 
 
-_ONEDNN_WORKS: dict = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _onednn_works() -> dict:
     """Whether oneDNN's inner product (``torch.ops.mkldnn._linear_pointwise``, what torch's compiler lowers a CPU
     linear layer to) runs here on float32, on plain and on packed weights, and agrees with the BLAS's products;
     probed once per process on small random matrices. Another build or version of torch falls back to the BLAS."""
-    if not _ONEDNN_WORKS:
-        g = torch.Generator().manual_seed(0)
-        a, w, p = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g), torch.randn(10, 37, generator=g)
-        lin = torch.ops.mkldnn._linear_pointwise if hasattr(torch.ops, "mkldnn") else None
-        for name, run in (("linear", lambda: [(lin(a, w, None, "none", [], ""), a @ w.t())]),
-                          ("packed", lambda: [
-                              (lin(w, torch.ops.mkldnn._reorder_linear_weight(a, 10), None, "none", [], ""), w @ a.t()),
-                              (lin(p, torch.ops.mkldnn._reorder_linear_weight(a.t().contiguous(), 10), None, "none",
-                                   [], ""), p @ a)])):
-            try:
-                _ONEDNN_WORKS[name] = all(bool(torch.allclose(o, r, rtol=1e-4, atol=1e-4)) for o, r in run())
-            except (AttributeError, RuntimeError, NotImplementedError, TypeError):
-                _ONEDNN_WORKS[name] = False
-    return _ONEDNN_WORKS
+    g = torch.Generator().manual_seed(0)
+    a, w, p = torch.rand(37, 53, generator=g), torch.randn(10, 53, generator=g), torch.randn(10, 37, generator=g)
+    lin = torch.ops.mkldnn._linear_pointwise if hasattr(torch.ops, "mkldnn") else None
+    works = {}
+    for name, run in (("linear", lambda: [(lin(a, w, None, "none", [], ""), a @ w.t())]),
+                      ("packed", lambda: [
+                          (lin(w, torch.ops.mkldnn._reorder_linear_weight(a, 10), None, "none", [], ""), w @ a.t()),
+                          (lin(p, torch.ops.mkldnn._reorder_linear_weight(a.t().contiguous(), 10), None, "none",
+                               [], ""), p @ a)])):
+        try:
+            works[name] = all(bool(torch.allclose(o, r, rtol=1e-4, atol=1e-4)) for o, r in run())
+        except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+            works[name] = False
+    return works
 
 
 class FusedLogisticRegression:
