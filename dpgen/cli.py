@@ -31,6 +31,38 @@ register_configs()
 #: subcommands that are not Hydra runs: ``dpgen <name> ...`` -> module.main(argv) -> exit code
 SUBCOMMANDS = {"sample": "dpgen.release", "collect": "dpgen.sweeps"}
 
+#: exit status after Ctrl-C outside a training step (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 130
+
+#: the run folder named on the command line (``hydra.run.dir=``) and what it held before Hydra wrote into it
+#: (None: it did not exist): a run refused before any result removes only what it added
+_BEFORE: dict = {}
+
+
+def _override(args, key: str):
+    """The value of ``key=<value>`` on the command line (the last one), else None."""
+    values = [a.split("=", 1)[1] for a in args if a.startswith(key + "=")]
+    return values[-1] if values else None
+
+
+def refuse_resume_without_run(args) -> None:
+    """``resume=true`` continues a run: without its folder (``hydra.run.dir=``), or in a folder with neither a
+    checkpoint nor a ledger file, it is refused BEFORE Hydra writes ``.hydra/`` and ``run.log`` into a folder
+    (a user's empty folder stays as it was). ``resume=auto`` is the lenient one."""
+    from dpgen.train.publication import LEDGER_NAME
+
+    if "-m" in args or "--multirun" in args or str(_override(args, "resume")).lower() != "true":
+        return
+    folder = _override(args, "hydra.run.dir")
+    if folder is None:
+        raise ValueError("resume=true continues a run, but no run folder is given: add hydra.run.dir=<its folder> "
+                         "(or use resume=auto, which starts a new run where there is none)")
+    ckpts = Path(folder) / "checkpoints"
+    if not (ckpts / "last.pt").exists() and not (ckpts / LEDGER_NAME).exists():
+        raise ValueError(f"resume=true, but {folder} holds no checkpoint ({ckpts / 'last.pt'}): there is no run "
+                         "to continue. Give the run's folder (hydra.run.dir=<its folder>), or use resume=auto, which "
+                         "starts a new run where there is none.")
+
 
 def main():
     """``dpgen sample ...`` / ``dpgen collect ...``, else a Hydra run with the command line's overrides."""
@@ -38,6 +70,17 @@ def main():
         import importlib
 
         sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
+    args = sys.argv[1:]
+    try:
+        refuse_resume_without_run(args)
+    except ValueError as e:
+        print(f"dpgen: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    folder = _override(args, "hydra.run.dir")
+    _BEFORE.clear()
+    if folder is not None:
+        path = Path(folder).resolve()
+        _BEFORE[path] = set(os.listdir(path)) if path.is_dir() else None
     try:
         hydra_main()
     except SystemExit as e:
@@ -79,11 +122,17 @@ def hydra_main(cfg: DictConfig):
         if log is not None:
             log.__exit__(None, None, None)
             log = None
-        # a single run that failed before any result leaves no folder; a sweep's job keeps its run.log (the summary
-        # reads the error from it)
+        # a single run that failed before any result leaves no folder (a folder that existed before keeps what it
+        # held); a sweep's job keeps its run.log (the summary reads the error from it)
         if HydraConfig.get().mode.name == "RUN":
-            discard_if_empty(folder)
+            discard_if_empty(folder, existed=_BEFORE.get(Path(folder).resolve(), None))
         sys.exit(2)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a training step (setup, evaluation), or a second one inside a step: one line, no traceback.
+        # A first Ctrl-C during training ends the step, writes a checkpoint and exits 130 (dpgen.train.signals).
+        print(f"dpgen: interrupted (Ctrl-C): what {folder} holds is kept; continue with the same command and "
+              f"resume=auto hydra.run.dir={folder}", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         if log is not None:
             log.__exit__(None, None, None)

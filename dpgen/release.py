@@ -2,8 +2,11 @@
 
 Sampling is post-processing of the generator, which the run's ledger accounts: this reads the run's
 ``config.yaml``, ``metrics.json`` and ``checkpoints/last.pt`` only, never the private data (the record
-shape and class count come from the config's declared ``dataset.shape`` / ``dataset.num_classes``). It
-writes into ``<run>/release/`` (or ``out=DIR``), atomically:
+shape and class count come from the config's declared ``dataset.shape`` / ``dataset.num_classes``).
+The epsilon, steps and privacy report stated are those recorded IN the checkpoint whose weights are
+sampled (dpgen.train.run_record), and the training-time accuracy is quoted only when ``metrics.json``
+describes that same step: a folder whose ``metrics.json`` describes other weights (a resumed run that has
+not finished) is refused. It writes into ``<run>/release/`` (or ``out=DIR``), atomically:
 
 * ``synthetic.npz``: ``x`` (float32, n x C x H x W in [0, 1]) and ``y`` (int64 class labels);
 * ``samples.png``: a grid, one row per class, each row labelled with its class;
@@ -69,31 +72,42 @@ def _version() -> str:
 
 
 def load_generator(run: Path, device: str = "cpu"):
-    """(config, metrics, the evaluated generator) of a finished run, from its files only."""
+    """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
+    its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
+    ``last.pt``): a folder whose ``metrics.json`` describes another step is refused."""
     from omegaconf import OmegaConf
 
     from dpgen.config import register_configs
     from dpgen.models import generator_from_config
+    from dpgen.train.run_record import load_checkpoint_file, read_run
 
-    for name in ("config.yaml", "metrics.json", "checkpoints/last.pt"):
+    run = Path(run)
+    for name in ("config.yaml", "checkpoints/last.pt", "metrics.json"):
         if not (run / name).exists():
             raise ReleaseError(f"{run / name} is missing: give the folder of a finished generation run (resume it "
                                f"with resume=auto hydra.run.dir={run} to finish it)")
     register_configs()
     cfg = OmegaConf.load(run / "config.yaml")
-    metrics = json.loads((run / "metrics.json").read_text())
+    state = load_checkpoint_file(run / "checkpoints" / "last.pt", materialise=True)
+    record = read_run(run, state=state)
+    if record.status == "stale":
+        raise ReleaseError(f"{record.stale_reason()}. Finish it (python run.py <its overrides> resume=auto "
+                           f"hydra.run.dir={run}) and sample again.")
+    metrics = record.metrics
     if metrics.get("task") != "generation":
         raise ReleaseError(f"{run} is a task={metrics.get('task')} run: only a generation run has a generator to sample")
+    if record.privacy is None:
+        raise ReleaseError(f"{run / 'checkpoints' / 'last.pt'} records no privacy report for its weights: release "
+                           "a run trained by this dpgen")
     shape = tuple(int(s) for s in (cfg.dataset.shape or ()))
     if not shape:
         raise ReleaseError(f"{run / 'config.yaml'} declares no dataset.shape: the generator's output shape is unknown")
     k = int(cfg.dataset.num_classes or 0)
     gen = generator_from_config(cfg.model, shape, k)
-    state = torch.load(run / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
     weights = state.get("ema") or state["models"]  # the evaluated model: the EMA when the run kept one
     gen.load_state_dict({key.split(".", 1)[1]: v for key, v in weights.items() if key.startswith("generator.")})
     gen.to(device).eval()
-    return cfg, metrics, gen, shape, k
+    return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
 
 
 def draw(gen, n: int, seed: int, device: str = "cpu"):
@@ -133,8 +147,10 @@ def labelled_grid(x: torch.Tensor, y: torch.Tensor, num_classes: int, per_class:
     return buf.getvalue()
 
 
-def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device: str, files: Dict[str, str]) -> Dict:
-    p = metrics.get("privacy") or {}
+def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device: str, files: Dict[str, str],
+              privacy: Dict[str, Any]) -> Dict:
+    """``privacy``: the report recorded in the checkpoint whose weights were sampled (with its ``checkpoint_step``)."""
+    p = privacy
     ds = metrics.get("downstream") or {}
     acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v}
     # the same n, seed and device type draw the same samples (a CUDA and a CPU generator differ)
@@ -151,7 +167,9 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
         "neighbouring_relation": p.get("neighbouring_relation"),
         "guarantee_holds": p.get("guarantee_holds", bool(p.get("private"))),
         "not_covered": p.get("not_covered"),
-        "training_steps": metrics.get("steps"),
+        "privacy_source": (f"the privacy report recorded in the checkpoint whose weights were sampled (step "
+                           f"{p.get('checkpoint_step')}), not a file beside it"),
+        "training_steps": p.get("checkpoint_step"),
         "n": n, "seed": seed, "device": device,
         "shape": list(cfg.dataset.shape), "num_classes": int(cfg.dataset.num_classes or 0),
         "labels": "drawn uniformly by the generator (never the private labels)",
@@ -218,8 +236,7 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     if device is None:
         mf = run / "metrics.json"
         device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
-    cfg, metrics, gen, shape, k = load_generator(run, device)
-    p = metrics.get("privacy") or {}
+    cfg, metrics, gen, shape, k, p = load_generator(run, device)
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
     if not covered and not allow_non_private:
         why = "a non-private method" if not p.get("private") else "its privacy report says guarantee_holds: false"
@@ -242,7 +259,9 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
         atomic_write_bytes(out / "samples.png", labelled_grid(x, y, k))
     else:
         files.pop("png")
-    sheet = datasheet(cfg, metrics, run, n, seed, device, files)
+    sheet = datasheet(cfg, metrics, run, n, seed, device, files, p)
+    # task=evaluate states the privacy of a set it evaluates from the datasheet that describes that very file
+    sheet["synthetic_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
     atomic_write_text(out / "datasheet.json", json.dumps(sheet, indent=2, default=str))
     atomic_write_text(out / "DATASHEET.md", _markdown(sheet))
     return sheet

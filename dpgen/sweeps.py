@@ -4,8 +4,10 @@ After every multirun (``python run.py -m ...``, any launcher, SLURM included) Hy
 :class:`SweepSummary` in the launching process, which reads every job folder of the sweep and writes the
 summary beside them. ``dpgen collect <sweep dir>`` rebuilds it from the folders alone (after a crash, or
 while a SLURM sweep still runs). A row per job: its folder, its overrides, its status (done, stopped by the
-budget, interrupted with a checkpoint, failed), the epsilon spent, the task's headline metrics, the wall
-time. Everything in it was already in the job's own files (``metrics.json``, ``accounting.json``).
+budget, interrupted with a checkpoint, failed), the epsilon spent (the one recorded in the job's checkpoint, which
+its weights spent), the task's headline metrics, the wall time. Everything in it was already in the job's own
+files (``metrics.json``, ``accounting.json``, ``checkpoints/last.pt``); a metrics.json that describes another step
+than the checkpoint (a resumed job that has not finished) is not read as a result.
 ``<sweep>/by_overrides/<key=value,...>`` links each job folder under its swept values.
 """
 
@@ -65,35 +67,35 @@ def headline(rec: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def job_row(job: Path, sweep: Path) -> Dict[str, Any]:
+    """A job's row. Its epsilon is the one its weights spent (the checkpoint's own record: dpgen.train.run_record),
+    and it is ``done`` only when its metrics.json describes those weights."""
+    from dpgen.train.run_record import read_run
+
     row: Dict[str, Any] = {"job": job.name, "overrides": " ".join(_overrides(job)), "folder": str(job)}
-    rec: Optional[Dict[str, Any]] = None
-    for name in ("metrics.json", "accounting.json"):
-        if (job / name).exists():
-            try:
-                rec = json.loads((job / name).read_text())
-            except json.JSONDecodeError:
-                rec = None
-            break
-    if rec is not None:
-        p = rec.get("privacy") or {}
-        stop = str(rec.get("stop_reason", "completed"))
+    name = "metrics.json" if (job / "metrics.json").exists() or not (job / "accounting.json").exists() \
+        else "accounting.json"
+    rec = read_run(job, name)
+    resume = f"re-run the sweep's command with hydra.sweep.dir={sweep} to resume it"
+    if rec.status == "finished":
+        m = rec.result
+        p = rec.privacy or m.get("privacy") or {}
+        stop = str(m.get("stop_reason", "completed"))
         row["status"] = "done" if stop == "completed" else f"done ({stop})"
-        eps = p.get("epsilon_spent", rec.get("epsilon", rec.get("epsilon_reached")))
+        eps = p.get("epsilon_spent", m.get("epsilon", m.get("epsilon_reached")))
         row["epsilon"] = eps if isinstance(eps, (int, float)) else None
-        row["steps"] = rec.get("steps")
-        row.update(headline(rec))
-        row["wall_s"] = rec.get("wall_seconds", rec.get("train_seconds"))
+        row["steps"] = m.get("steps")
+        row.update(headline(m))
+        row["wall_s"] = m.get("wall_seconds", m.get("train_seconds"))
         return row
-    ledger = job / "checkpoints" / "ledger.json"
-    if (job / "checkpoints" / "last.pt").exists() or ledger.exists():
-        steps = None
-        if ledger.exists():
-            try:
-                steps = json.loads(ledger.read_text()).get("steps")
-            except json.JSONDecodeError:
-                pass
-        row["status"] = (f"interrupted (ledger at {steps} steps): re-run the sweep's command with "
-                         f"hydra.sweep.dir={sweep} to resume it")
+    if rec.status in ("stale", "interrupted"):
+        if rec.checkpoint_step is not None:
+            where = f"checkpoint at step {rec.checkpoint_step}"
+        else:
+            where = f"ledger at {rec.ledger_steps} steps"
+        stale = " (its metrics.json describes an earlier step and is not used)" if rec.status == "stale" else ""
+        row["status"] = f"interrupted ({where}){stale}: {resume}"
+        row["epsilon"] = rec.epsilon()
+        row["steps"] = rec.checkpoint_step
         return row
     err = _error_line(job, sweep)
     row["status"] = f"failed: {err}" if err else "failed or not started (no result, no checkpoint)"

@@ -30,6 +30,7 @@ SWEEP = [
     "trainer.steps=100",
     "trainer.batch_size=50",
     "task.cross_check=false",
+    "privacy.accountant=rdp",  # PLD's search of the steps in budget at these small q takes 10-20 s a job
     "method.noise_multiplier=1.0,2.0",
 ]
 

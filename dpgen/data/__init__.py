@@ -74,6 +74,11 @@ class DatasetSpec:
     in_memory: bool = True
     #: shape as a function of the options (resize, d, image_size), default: ``shape``
     shape_fn: Optional[Callable[[dict], Tuple[int, ...]]] = field(default=None, compare=False)
+    #: the number of training records the dataset ships with (a public fact; None: it depends on the options),
+    #: which ``dataset.n_train`` is compared with when the config is read (a warning, never a refusal)
+    n_train: Optional[int] = None
+    #: options that change which training records are read (then ``n_train`` is not compared)
+    count_options: Tuple[str, ...] = ("n", "split", "domain", "partition")
 
     def options(self) -> Dict[str, Any]:
         """The loader's options and their defaults."""
@@ -89,26 +94,27 @@ DATASETS: Dict[str, DatasetSpec] = {
     for s in [
         DatasetSpec("digits", load_digits_dataset, (1, 8, 8), 10,
                     "scikit-learn load_digits, stratified 80/20 split (seed 0): 1,437 / 360",
-                    "none (shipped inside scikit-learn)", shape_fn=_image_shape(1, 8)),
+                    "none (shipped inside scikit-learn)", shape_fn=_image_shape(1, 8), n_train=1437),
         DatasetSpec("mnist", load_mnist, (1, 28, 28), 10, "MNIST 60,000 / 10,000",
-                    "MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", shape_fn=_image_shape(1, 28)),
+                    "MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", shape_fn=_image_shape(1, 28),
+                    n_train=60000),
         DatasetSpec("fashion_mnist", load_fashion_mnist, (1, 28, 28), 10, "FashionMNIST 60,000 / 10,000",
                     "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]",
-                    shape_fn=_image_shape(1, 28)),
+                    shape_fn=_image_shape(1, 28), n_train=60000),
         DatasetSpec("mnist10k", load_mnist10k, (1, 28, 28), 10,
                     "MNIST t10k file split 8,000 / 2,000 by a fixed permutation (seed 0)",
                     "mnist/t10k-{images-idx3,labels-idx1}-ubyte[.gz] (or MNIST/raw/, or <shared>/data/mnist/)",
-                    shape_fn=_image_shape(1, 28)),
+                    shape_fn=_image_shape(1, 28), n_train=8000),
         DatasetSpec("usps", load_usps, (1, 16, 16), 10, "USPS 7,291 / 2,007 (resize=20, pad=4: MNIST's 28x28 framing)",
                     "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2",
-                    shape_fn=_image_shape(1, 16)),
+                    shape_fn=_image_shape(1, 16), n_train=7291),
         DatasetSpec("usps8", load_usps8, (1, 8, 8), 10,
                     "USPS resized to 8x8, its first 1,437 training records / 2,007: the public proxy of digits",
-                    "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2"),
+                    "usps/usps.h5 (or <shared>/data/usps/usps.h5), or usps/usps.bz2 + usps/usps.t.bz2", n_train=1437),
         DatasetSpec("cifar10", load_cifar10, (3, 32, 32), 10, "CIFAR-10 50,000 / 10,000",
-                    "cifar-10-batches-py/{data_batch_1..5,test_batch}", shape_fn=_image_shape(3, 32)),
+                    "cifar-10-batches-py/{data_batch_1..5,test_batch}", shape_fn=_image_shape(3, 32), n_train=50000),
         DatasetSpec("svhn", load_svhn, (3, 32, 32), 10, "SVHN 73,257 / 26,032 (split=extra too)",
-                    "svhn/{train,test,extra}_32x32.mat", shape_fn=_image_shape(3, 32)),
+                    "svhn/{train,test,extra}_32x32.mat", shape_fn=_image_shape(3, 32), n_train=73257),
         DatasetSpec("celeba", load_celeba, (3, 64, 64), 2,
                     "CelebA 64x64 (center crop 140, resize), label Male; lazy",
                     "celeba/{img_align_celeba/, list_attr_celeba.txt, list_eval_partition.txt}", in_memory=False,

@@ -105,10 +105,17 @@ class Method(LedgerState):
     #: then audits it with canaries through that code (``--method <name>``), outside methods included
     release = None
 
+    #: a Poisson method's sampling rate q = B / n with n the DECLARED size (``dataset.n_train``), which its
+    #: ledger charges; None: ``batch_size / n`` (a non-private method)
+    sample_rate: Optional[float] = None
+
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """Indices of this step's private batch."""
+        """Indices of this step's private batch among the ``n`` records loaded. Poisson: each record independently
+        at the rate :attr:`sample_rate` its ledger charges (computed from the declared size, so nothing here
+        depends on how many records were loaded); otherwise ``batch_size`` records without replacement."""
         if self.sampling == "poisson":
-            return torch.nonzero(torch.rand(n, generator=generator) < batch_size / n).flatten()
+            q = self.sample_rate if self.sample_rate is not None else batch_size / n
+            return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
         return torch.randperm(n, generator=generator)[:batch_size]
 
     def parameters(self) -> List[torch.nn.Parameter]:

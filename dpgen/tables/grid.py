@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from dpgen.train.run_record import FINAL_RESULTS, read_run
 from dpgen.utils.io import outputs_dir
 
 #: what every table run adds to its cell's overrides
@@ -94,10 +95,12 @@ def mean_std(values: Sequence[float], nd: int = 2):
 
 #: a cell's table result beside its run when the table evaluates several generations (train + every
 #: generation's evaluation), read when the table runs again
-RESULT_FILE = "table_result.json"
+RESULT_FILE = "table_result.json"  # removed with GENERATIONS_DIR when the run trains again (run_record)
+assert RESULT_FILE in FINAL_RESULTS
 
 #: one file per evaluated generation (``<g>.json``), so an interrupted evaluation keeps the generations it finished
 GENERATIONS_DIR = "table_generations"
+assert GENERATIONS_DIR in FINAL_RESULTS
 
 #: the metrics a generation can have; each one's per-generation values are kept as ``<metric>_values``
 GENERATION_METRICS = ("fid", "logreg", "mlp", "cnn")
@@ -155,10 +158,14 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
                                                             indent=2, default=str))
 
     m = saved(0)
-    if m is None and reuse and (run_dir / "metrics.json").exists():  # a finished run (the folder's settings
-        m = json.loads((run_dir / "metrics.json").read_text())    # were checked by the caller): its evaluation
+    finished = read_run(run_dir).metrics if m is None else None  # metrics.json of the checkpoint's weights
+    first = 1  # the first generation evaluated below (0: the run's own evaluation is made again)
+    if finished is not None and reuse:  # a finished run (the caller checked the folder's settings): its evaluation
+        m = finished
         save(0, m, t0, float(m.get("wall_seconds") or 0.0))
         print(f"[dpgen] generation 1 of {generations}: the finished run's own evaluation", flush=True)
+    elif finished is not None:  # reuse=False: the run is finished (not trained again); its generation 1 is
+        m, first = finished, 0  # evaluated again below, from its checkpoint, with the run's own seed
     elif m is None:  # train (or resume) the run; its own evaluation is generation 0
         m = run_config(cfg, run_dir)
         save(0, m, t0, m.get("wall_seconds"))  # the run's own: every sitting of a resumed run, not only this one
@@ -185,10 +192,11 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
         elif "fid_missing" in metrics:
             fid_note = metrics["fid_missing"]
 
-    collect(m)
+    if first == 1:
+        collect(m)
     gen = None
-    for g in range(1, generations):  # more synthetic sets from the same generator
-        extra = saved(g)
+    for g in range(first, generations):  # more synthetic sets from the same generator
+        extra = saved(g) if g > 0 else None
         if extra is None:
             if gen is None:
                 from dpgen.release import load_generator
@@ -196,7 +204,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
 
                 # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
                 device = resolve_device(cfg.trainer.device)
-                _, _, gen, shape, _ = load_generator(run_dir, str(device))
+                _, _, gen, shape, _, _ = load_generator(run_dir, str(device))
                 n = int(m.get("n_private") or cfg.dataset.n_train)
             print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
             t_g = time.time()
@@ -207,6 +215,8 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
                 extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
                 if cfg.task.fid:
                     extra.update(fid_of_generator(c, gen, shape, device))
+            if g == 0:  # the run's own facts (privacy, steps) with its generation 1 evaluated again
+                extra = {**m, **extra}
             save(g, extra, t_g)
         else:
             print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
@@ -277,8 +287,12 @@ def changed_settings(cfg, run_dir: Path) -> List[str]:
     f = Path(run_dir) / "config.yaml"
     if not f.exists():
         return []
-    old = _flat(OmegaConf.to_container(OmegaConf.load(f)))
-    new = _flat(OmegaConf.to_container(OmegaConf.create(OmegaConf.to_yaml(OmegaConf.structured(cfg)))))
+    from dpgen.train.publication import normalise_settings
+
+    # privacy.accountant as the ledger it stands for (a DP-SWD run made when `rdp` was the default is the same run)
+    old = normalise_settings(_flat(OmegaConf.to_container(OmegaConf.load(f))))
+    new = normalise_settings(_flat(OmegaConf.to_container(OmegaConf.create(OmegaConf.to_yaml(
+        OmegaConf.structured(cfg))))))
     neutral = lambda k: any(k == n or k.startswith(n + ".") for n in NEUTRAL_SETTINGS)  # noqa: E731
     return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in sorted(new) if k in old and old[k] != new[k] and not neutral(k)]
 
@@ -320,10 +334,10 @@ def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = 
     try:
         for seed in cell.seeds:
             out = cell.run_dir(seed)
-            done = out / result_file
             cfg = compose_cell(cell, seed, common, data_root)
             refuse_changed_settings(cfg, out)
-            m = json.loads(done.read_text()) if (reuse or collect_only) and done.exists() else None
+            # a result counts only when it describes the checkpoint's weights (not a resumed, unfinished run's)
+            m = read_run(out, result_file).metrics if (reuse or collect_only) else None
             if m is not None and (collect_only or complete is None or complete(m)):
                 print(f"[dpgen] {cell.name} seed {seed}: reusing the finished run in {out}", flush=True)
             else:

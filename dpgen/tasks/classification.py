@@ -5,12 +5,13 @@ batches and the evaluation:
 
 * Poisson batches at ``q = trainer.batch_size / N`` (shuffled epochs for the non-private baseline);
   ``trainer.epochs`` (or ``trainer.steps``) with one epoch = ``ceil(N / B)`` steps;
-* noise: ``method.noise_multiplier`` or, when null, calibrated so that the moments accountant reaches
+* noise: ``method.noise_multiplier`` or, when null, calibrated so that the ledger's accountant
+  (``privacy.accountant``: default dp-accounting's PLD; the WDP presets pin the moments accountant) reaches
   ``privacy.epsilon`` at ``privacy.delta`` after the planned steps; with a fixed noise the run stops before
   the step that would exceed the budget (``stop_reason`` says so);
 * checkpoints (the loop's): model, optimizer, RNG states, step, and the state of *every* accountant;
 * ``metrics.jsonl`` (and ``logger=csv|tensorboard|wandb``): ``step, epoch`` and the epsilon of each accountant
-  (``eps_moments``, ``eps_bdp``, ``eps_wdp``) every ``trainer.log_every`` steps and at the end of each epoch;
+  (``eps_<ledger>``, ``eps_moments``, ``eps_bdp``, ``eps_wdp``) every ``trainer.log_every`` steps and at the end of each epoch;
   the batch loss only for the non-private baseline (DP-SGD's loss is computed from clean records and never
   leaves the run; a non-finite step is detected on the released noisy gradient). The ledger is on disk before
   a line goes out and a resume keeps the checkpoint's noise (dpgen.train.publication); ``metrics.json`` at the end:
@@ -41,14 +42,17 @@ class ClassificationTask(Task):
         ds = load_split(cfg.dataset, "train")
         X, Y = as_tensors(ds)
         self.X, self.Y = X.float().to(device), Y.long().to(device)
-        self.n_private = int(X.shape[0])
+        self.n_private = int(cfg.dataset.n_train)  # declared, public: q, epochs (dpgen.train.loop)
+        self.n_records = int(X.shape[0])  # indexes the records only; never published
         self.shape = tuple(X.shape[1:])
         # never derived from the private labels (their maximum would be a value computed from private records)
         self.num_classes = int(getattr(ds, "num_classes", 0) or cfg.dataset.num_classes or 0)
         if self.num_classes < 2:
             raise ValueError(f"task=classification needs the number of classes of dataset={cfg.dataset.name}: set "
                              "dataset.num_classes (it is not derived from the private labels)")
-        if Y.numel() and (int(Y.min()) < 0 or int(Y.max()) >= self.num_classes):  # the values stay in memory
+        # private: an out-of-range label is a zero contribution (dpgen.utils.labels), refusing would tell D from D
+        # plus such a record; the non-private baseline is refused (the values stay in memory)
+        if not cfg.method.private and Y.numel() and (int(Y.min()) < 0 or int(Y.max()) >= self.num_classes):
             raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
                              f"({self.num_classes} classes): check dataset.num_classes or the label file")
         self.steps_per_epoch = math.ceil(self.n_private / cfg.trainer.batch_size)
@@ -64,7 +68,7 @@ class ClassificationTask(Task):
         return method, {"model": model}
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int):
-        idx = method.sample_batch(self.n_private, self.cfg.trainer.batch_size, sampler_gen).to(self.device)
+        idx = method.sample_batch(self.n_records, self.cfg.trainer.batch_size, sampler_gen).to(self.device)
         return ClassificationBatch(self.X[idx], self.Y[idx])
 
     def should_log(self, step: int) -> bool:

@@ -87,7 +87,8 @@ class DomainAdaptationTask(Task):
         self.data = load_domains(cfg)
         self.Xs, self.Ys = self.data["Xs"].to(device), self.data["Ys"].to(device)
         self.Xt, self.Yt = self.data["Xt"].to(device), self.data["Yt"].to(device)
-        self.n_private, self.n_source = len(self.Xt), len(self.Xs)
+        # the private target's declared size (public: q, epochs) and its loaded records (indexing only)
+        self.n_private, self.n_records, self.n_source = int(cfg.dataset.n_train), len(self.Xt), len(self.Xs)
         if cfg.trainer.batch_size > self.n_source:
             raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size} is larger than the source "
                              f"({self.n_source} records): lower trainer.batch_size.")
@@ -105,7 +106,7 @@ class DomainAdaptationTask(Task):
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int) -> DABatch:
         b = self.cfg.trainer.batch_size
-        idx_t = method.sample_batch(self.n_private, b, sampler_gen).to(self.device)
+        idx_t = method.sample_batch(self.n_records, b, sampler_gen).to(self.device)
         idx_s = torch.randperm(self.n_source)[:b].to(self.device)  # public source: the public seed is fine
         return DABatch(self.Xs[idx_s], self.Ys[idx_s], self.Xt[idx_t], step / max(1, target_steps))
 

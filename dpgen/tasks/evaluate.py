@@ -7,7 +7,9 @@ that ``dpgen sample`` writes, or any set in that format) and tested on the real 
 ``dataset``, exactly as a generation run evaluates its generator (``dpgen.eval.evaluate_downstream``, the
 same seed), so a set released with the run's own ``n`` and ``seed`` gives the run's training-time
 accuracy again. It reads the public test split only, never a training split: DPImageBench-style
-comparisons of released sets. Writes ``metrics.json`` in the run folder.
+comparisons of released sets. Writes ``metrics.json`` in the run folder, with the set's ``privacy``: the
+datasheet beside it (``datasheet.json``, written by ``dpgen sample`` from the privacy recorded in the
+checkpoint it sampled) when that datasheet names this very file (its SHA-256), else "unknown".
 """
 
 from __future__ import annotations
@@ -42,6 +44,29 @@ def load_synthetic(path) -> tuple:
     return x, y
 
 
+def released_privacy(path) -> Dict[str, Any]:
+    """The privacy of a released set: its datasheet's (``datasheet.json`` in the same folder) when the datasheet
+    describes this very file (the same SHA-256), else a statement that it is unknown."""
+    import hashlib
+    import json
+
+    path = Path(path)
+    sheet_path = path.parent / "datasheet.json"
+    if not sheet_path.exists():
+        return {"known": False, "why": f"no datasheet.json beside {path.name} (dpgen sample writes one)"}
+    try:
+        sheet = json.loads(sheet_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"known": False, "why": f"{sheet_path} cannot be read"}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if sheet.get("synthetic_sha256") != digest:
+        return {"known": False, "why": f"{sheet_path} does not describe this file (another SHA-256, or written by an "
+                                       "older dpgen sample)"}
+    keys = ("private", "epsilon_spent", "delta", "epsilon_budget", "accountant", "neighbouring_relation",
+            "guarantee_holds", "not_covered", "training_steps", "method", "dataset", "checkpoint_sha256")
+    return {"known": True, "datasheet": str(sheet_path), **{k: sheet.get(k) for k in keys}}
+
+
 def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.data import as_tensors, load_split
     from dpgen.eval import evaluate_downstream
@@ -64,8 +89,9 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
                               image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
                               seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
                               logreg_solver=task.logreg_solver)
+    privacy = released_privacy(task.synthetic)
     metrics = {"task": "evaluate", "synthetic": str(task.synthetic), "dataset": cfg.dataset.name, "seed": cfg.seed,
-               "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "downstream": res,
+               "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "privacy": privacy, "downstream": res,
                "wall_seconds": round(time.time() - t0, 2)}
     write_json(out / "metrics.json", metrics)
     print(f"\nevaluate {task.synthetic} on {cfg.dataset.name}'s test split ({metrics['n_test']:,} images), "
@@ -73,6 +99,11 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     for name, r in res.items():
         if isinstance(r, dict) and "test_acc" in r:
             print(f"  {name}: {r['test_acc']:.2f}%")
+    if privacy["known"] and isinstance(privacy.get("epsilon_spent"), (int, float)):
+        print(f"  the set's privacy (its datasheet): epsilon {privacy['epsilon_spent']:.4f} at delta {privacy['delta']} "
+              f"after {privacy['training_steps']} steps ({privacy['method']} on {privacy['dataset']})")
+    else:
+        print(f"  the set's privacy: unknown ({privacy['why']})")
     print(f"  files: {out / 'metrics.json'}")
     return metrics
 

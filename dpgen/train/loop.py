@@ -28,7 +28,12 @@ publish), ``account()`` and its ledger. This loop alone owns the rest:
   under; ``resume=true|auto`` continues with the checkpoint's noise and refuses changed privacy
   settings, naming them; ``resume=true|auto`` without a checkpoint continues the ledger file of an
   attempt that died before its first checkpoint (its published steps stay charged); a fresh start
-  removes what an earlier run published in the folder with its ledger;
+  removes what an earlier run published in the folder with its ledger; a resume that trains again
+  removes the earlier sitting's final results (``metrics.json``, ...: dpgen.train.run_record) before its
+  first step, and a finished run resumed without more steps is left as it is (no second evaluation);
+* every checkpoint holds the privacy report of its weights (``privacy``), which a release states;
+* SIGINT (Ctrl-C), SIGTERM and SLURM's SIGUSR2 end the current step, write a checkpoint with its
+  ledger and exit (dpgen.train.signals): no step is charged that the checkpoint does not hold;
 * values read from the device only at log and checkpoint steps.
 
 The run folder, whoever calls ``fit`` (``run.py``, a table driver, a figure): ``config.yaml``, ``metrics.jsonl``,
@@ -45,6 +50,7 @@ import torch
 
 from dpgen.train.checkpoint import Checkpointer
 from dpgen.train.publication import Publisher, carried_ledger, stop_step
+from dpgen.train.run_record import read_run, remove_final_results
 from dpgen.train.state import (EMA, TrainingError, fresh_folder, load_checkpoint, make_optimizer,
                                  mechanism_generators, open_run, prepare_resume, run_state, seed_everything)
 from dpgen.utils.device import resolve_device
@@ -57,12 +63,16 @@ class Task:
     name = "task"
     #: ``task.*`` fields that change the mechanism (refused on resume when changed)
     task_keys: tuple = ()
-    #: the run's private records (set by ``setup``)
+    #: the private set's size n as DECLARED (``dataset.n_train``: public; set by ``setup``): q = B / n, the
+    #: steps of an epoch, the noise, ``n_synthetic`` and every published count use it
     n_private: int = 0
+    #: how many records were loaded (set by ``setup``): used to index them (a Poisson batch samples each
+    #: at the declared q) and to refuse a replace-one run whose set differs from n; never published
+    n_records: int = 0
 
     # ---- hooks ---------------------------------------------------------------------------------
     def setup(self, cfg, device) -> None:
-        """Load the data onto ``device``; set ``n_private`` (the private records)."""
+        """Load the data onto ``device``; set ``n_private`` (the declared size) and ``n_records`` (loaded)."""
         raise NotImplementedError
 
     def requested_steps(self, cfg) -> int:
@@ -125,19 +135,26 @@ def _loggable(v) -> Any:
 
 
 def check_declared_size(cfg, method, task: Task) -> None:
-    """Under add/remove one record (Poisson sampling) the size n of the private set tells neighbours apart,
-    yet q = B / n, the steps of an epoch, the calibrated noise and n itself all leave the run: dpgen takes n
-    as a public number, ``dataset.n_train``, and refuses a run whose loaded set has another size (without
-    saying which size it has: that is computed from the private data)."""
-    if not (method.private and getattr(method, "sampling", None) == "poisson"):
+    """The dataset size n is public: ``dataset.n_train`` declares it, and q = B / n, the steps of an epoch,
+    the calibrated noise, ``n_synthetic`` and every published count take that number, never the loaded one.
+
+    * Poisson methods (add/remove one record): sampling each loaded record at the declared q is
+      add/remove-DP whatever the loaded size, so the loaded size is never compared with n. Refusing a run
+      whose set has another size would itself tell D (n records) from D plus one record with certainty.
+    * Replace-one methods (fixed-size batches without replacement, full-batch releases): neighbours have the
+      same size, so a set of another size than the declared n is refused (the refusal tells no two
+      neighbours apart); the message does not say the loaded size.
+    * Local mechanisms (``accounts_steps = False``: each record privatised once, entropic-LDP): their guarantee
+      does not involve n, so nothing is compared."""
+    if not method.private or method.sampling == "poisson" or not method.accounts_steps:
         return
     declared = int(cfg.dataset.n_train)
-    if int(task.n_private) != declared:
+    if int(task.n_records) != declared:
         raise ValueError(
             f"dataset.n_train={declared} is not the size of the private set dataset={cfg.dataset.name} loaded. "
-            f"{cfg.method.name}'s guarantee (add/remove one record, Poisson sampling at q = B / n) treats the "
-            "dataset size n as public, so it must be declared: set dataset.n_train to the number of records in "
-            "the files (the loaded size is not printed: it is computed from the private data).")
+            f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
+            "from n records) computes its sampling rate from the declared n: set dataset.n_train to the number of "
+            "records in the files (the loaded size is not printed: it is computed from the private data).")
 
 
 def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:
@@ -146,12 +163,28 @@ def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:
         return report
     poisson = getattr(method, "sampling", None) == "poisson"
     return {**report, "dataset_size": (
-        f"n = {int(n)} records, treated as public: "
-        + ("declared as dataset.n_train and checked against the loaded set (refused when it differs); add/remove "
-           "neighbours differ in n, so the epsilon above assumes n is known to everyone, as q = B / n, the epochs, "
-           "the steps and the noise reveal it" if poisson else
-           "replace-one neighbours have the same n (the relation fixes it); q, the epochs, the steps and the "
-           "noise depend on it"))}
+        f"n = {int(n)} records, declared as dataset.n_train and treated as public: "
+        + ("q = B / n, the epochs, the steps, the noise and every published count use this declared n, never the "
+           "size of the loaded set; each loaded record is sampled independently at rate q, which is add/remove-DP "
+           "whatever that size is (a set with one record more or less runs the same way)" if poisson else
+           "replace-one neighbours have the same n (the relation fixes it; a set of another size is refused); q, "
+           "the epochs, the steps and the noise depend on it"))}
+
+
+#: what no privacy report covers: the time a step takes depends on its realised (Poisson) batch
+WALL_CLOCK_NOT_COVERED = ("wall-clock timings (train_seconds, loop_seconds, steps_per_second, the long-run notice, "
+                          "the progress bar's rate, eval_seconds): a step's time grows with the size of its sampled "
+                          "batch, so they depend slightly on the private data")
+
+
+def add_not_covered(report: Dict[str, Any], extra: str) -> Dict[str, Any]:
+    """``report`` with ``extra`` appended to its ``not_covered`` (a list or a string)."""
+    nc = report.get("not_covered")
+    if isinstance(nc, list):
+        nc = [*nc, extra]
+    else:
+        nc = f"{nc}; {extra}" if nc else extra
+    return {**report, "not_covered": nc}
 
 
 def selection_not_covered(report: Dict[str, Any], cfg) -> Dict[str, Any]:
@@ -160,13 +193,8 @@ def selection_not_covered(report: Dict[str, Any], cfg) -> Dict[str, Any]:
     note = getattr(cfg.privacy, "selected_on_private", None)
     if not report.get("private") or not note:
         return report
-    nc = report.get("not_covered")
-    extra = f"the choice of this run's settings: {note} (charged to no ledger)"
-    if isinstance(nc, list):
-        nc = [*nc, extra]
-    else:
-        nc = f"{nc}; {extra}" if nc else extra
-    return {**report, "not_covered": nc, "settings_selected_on_private_data": note}
+    return {**add_not_covered(report, f"the choice of this run's settings: {note} (charged to no ledger)"),
+            "settings_selected_on_private_data": note}
 
 
 def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
@@ -179,6 +207,19 @@ def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
         report["guarantee_caveats"] = [*(report.get("guarantee_caveats") or []),
                                        f"the ledger spent epsilon {spent:.6g}, above the budget {budget:g}"]
     return report
+
+
+def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
+    """The privacy report a run states, the same in ``metrics.json`` and in every checkpoint (whose record a
+    release, a sweep row and a table cell read: dpgen.train.run_record): the method's report, how it treats
+    the dataset size ``n`` (the declared one), what it does not cover, and where its randomness comes from."""
+    report = size_is_public(method.privacy_report(), method, n)
+    if report.get("private"):
+        report = add_not_covered(report, WALL_CLOCK_NOT_COVERED)
+    return {**within_budget(selection_not_covered(report, cfg)), "mechanism_randomness": (
+        "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
+        if cfg.privacy.secret_randomness else
+        "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")}
 
 
 #: a run expected to take longer than this (training left + evaluation) says so after its first steps
@@ -248,9 +289,9 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     seed_everything(cfg.seed)  # models, generated codes and labels, public batches: from the seed
     sampler_gen, noise_gen = mechanism_generators(cfg, device)
     task.setup(cfg, device)
-    if t.batch_size > task.n_private:
-        raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({task.n_private} "
-                         "records): lower trainer.batch_size.")
+    if t.batch_size > task.n_private:  # the declared (public) size
+        raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set (dataset.n_train="
+                         f"{task.n_private} records): lower trainer.batch_size.")
     steps = task.requested_steps(cfg)
     ckpt = Checkpointer(out / "checkpoints")
     state = load_checkpoint(cfg, ckpt)
@@ -267,7 +308,7 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     params = list(nets.parameters()) + list(method.parameters())
     opt = make_optimizer(t, params)
     ema = EMA(nets, t.ema) if t.ema else None
-    publisher = Publisher(cfg, out, method, settings)
+    publisher = Publisher(cfg, out, method, settings)  # its logger opens at the first record
     if state is not None:
         nets.load_state_dict(state["models"])
         opt.load_state_dict(state["optimizer"])
@@ -288,10 +329,12 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
                 "last_logs": last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
 
     def checkpoint():
+        # the privacy of these weights goes into the same file (what a release, a sweep row or a table cell
+        # states: dpgen.train.run_record), computed after the ledger has counted the step
         publisher.checkpoint(lambda: ckpt.save(run_state(
             cfg, step, sampler_gen, noise_gen, settings, models=nets.state_dict(), optimizer=opt.state_dict(),
             method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None,
-            elapsed=elapsed())))
+            elapsed=elapsed(), privacy=privacy_block(cfg, method, task.n_private))))
 
     task.prepare(method, out)  # a release before training (a DP mean), if the method makes one
     # a checkpoint at step 0 for every task, before anything is published (what was released before training is
@@ -301,8 +344,24 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
         checkpoint()
     # after the releases before training: the steps left are computed from the ledger's whole history
     target_steps = stop_step(method, step, steps, method.max_steps)
+    if state is not None:
+        if target_steps <= step:  # a finished run resumed without more steps: its results stay as they are
+            done = read_run(out, state=state).metrics
+            if done is not None:
+                print(f"[dpgen] {out} has finished (step {step}, epsilon spent {method.epsilon():.4f}): there is "
+                      "nothing left to train" + ("" if step >= steps else " within the budget") + ", so its results "
+                      "are left as they are. Raise trainer.steps to train longer; `dpgen sample` and task=evaluate "
+                      "evaluate a released set again.")
+                (ema.model if ema is not None else nets).eval()  # as after training: a caller may sample from it
+                return done
+        else:  # training continues: what the earlier sitting wrote at its end describes older weights
+            removed = remove_final_results(out)
+            if removed:
+                print(f"[dpgen] training continues from step {step}: removed {', '.join(removed)} (written when an "
+                      "earlier sitting ended, they describe older weights; this run writes its own when it ends)")
     if target_steps < steps:
         print(f"[dpgen] the budget allows {target_steps} of the {steps} steps asked: training stops there")
+    publisher.logger  # opened before the first step: a logger that cannot start stops the run before it spends
     bar = tqdm(total=target_steps, initial=step, desc=f"{cfg.method.name} on {cfg.dataset.name}",
                disable=not t.progress, dynamic_ncols=True)
     nets.train()
@@ -311,7 +370,9 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
     step0, t_loop = step, time.time()
     clock.update(loop_t0=t_loop, step0=step)
     warned, t_warm = False, None
-    # SIGUSR2 (SLURM's time-limit / preemption warning through submitit) is held until the step ends
+    # SIGUSR2 (SLURM's time-limit / preemption warning through submitit), SIGTERM and Ctrl-C are held until the
+    # step ends; the checkpoint (and its ledger) is written, then the run hands over
+    resume_hint = f"resume=auto hydra.run.dir={out}"
     with StopRequest() as stop:
         while step < target_steps:
             threads.rebalance()
@@ -363,10 +424,10 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
                 checkpoint()
             if stop.requested and not last:  # a cluster's time-limit warning: the checkpoint is written, hand over
                 bar.close()
-                stop.hand_over(step, ckpt.path)
+                stop.hand_over(step, ckpt.path, resume_hint)
     if stop.requested:  # it came during the last step: the final checkpoint is written, hand over
         bar.close()
-        stop.hand_over(step, ckpt.path)
+        stop.hand_over(step, ckpt.path, resume_hint)
     bar.close()
     whole = elapsed()  # this attempt and the earlier ones
     last_logs = whole["last_logs"]
@@ -386,17 +447,12 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
         "final_loss": (last_logs.get("loss", float("nan")) if method.publishes_loss else
                        "withheld: computed from clean private records (only the noisy gradient is released)"),
         "final_logs": last_logs,
-        "n_private": task.n_private,
+        "n_private": task.n_private,  # the declared size (public)
         "batch_size": t.batch_size,
         "ema": t.ema,
         "seed": cfg.seed,
         "device": str(device),
-        "privacy": {**within_budget(selection_not_covered(size_is_public(method.privacy_report(), method,
-                                                                         task.n_private), cfg)),
-                    "mechanism_randomness": (
-            "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
-            if cfg.privacy.secret_randomness else
-            "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")},
+        "privacy": privacy_block(cfg, method, task.n_private),
         "train_seconds": round(whole["train_seconds"], 2),
         "loop_seconds": round(whole["loop_seconds"], 2),
         "steps_per_second": (round(whole["loop_steps"] / whole["loop_seconds"], 3)

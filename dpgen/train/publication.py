@@ -85,8 +85,27 @@ def calibration_steps(state: Optional[Dict[str, Any]], requested: int) -> int:
     return int(saved["calibration_steps"])
 
 
+def normalise_settings(flat: Dict[str, Any]) -> Dict[str, Any]:
+    """Flat settings (``privacy_settings``, or a flattened config.yaml) with ``privacy.accountant`` as the ledger
+    it stands for: ``auto`` resolved by the method's sampling (PLD for Poisson, autodp RDP without replacement,
+    so a DP-SWD run made when ``rdp`` was the default is the same run), and dropped for a non-private method
+    (it keeps no ledger)."""
+    out = dict(flat)
+    name = out.get("privacy.accountant")
+    if name is None:
+        return out
+    if out.get("method.private") is False:
+        out.pop("privacy.accountant")
+    elif name == "auto" and out.get("method.sampling") in ("poisson", "without_replacement"):
+        from dpgen.privacy.accountants import resolve_accountant
+
+        out["privacy.accountant"] = resolve_accountant(name, out["method.sampling"])
+    return out
+
+
 def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> None:
     """Refuse to continue a ledger under other privacy settings (it was spent under ``saved``)."""
+    saved, current = normalise_settings(saved), normalise_settings(current)
     changed = [k for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
     if changed:
         what = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in changed)
@@ -200,14 +219,23 @@ class Publisher:
     """
 
     def __init__(self, cfg, output_dir, method, settings: Dict[str, Any]) -> None:
-        from dpgen.train.loggers import make_logger
-
         out = Path(output_dir)
+        self.cfg, self.out = cfg, out
         self.jsonl = out / "metrics.jsonl"
         self.ledger = LedgerFile(out)
         self.method = method
         self.settings = settings
-        self.logger = make_logger(cfg, out, config_dict=_config_dict(cfg))
+        self._logger = None
+
+    @property
+    def logger(self):
+        """The configured logger, opened at the first record (a finished run resumed without more steps opens
+        none: no empty event file or wandb run)."""
+        if self._logger is None:
+            from dpgen.train.loggers import make_logger
+
+            self._logger = make_logger(self.cfg, self.out, config_dict=_config_dict(self.cfg))
+        return self._logger
 
     def persist(self) -> None:
         if self.method.private:

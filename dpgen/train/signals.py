@@ -11,6 +11,11 @@ or, when there was none, exits with :data:`EXIT_REQUEUE` and a message.
 preemption) or cancels, ``KillWait`` seconds ahead of ``SIGKILL``, and so does a user's ``kill``; the run
 checkpoints at the end of its step and exits with :data:`EXIT_REQUEUE` (submitit's own SIGTERM handler
 only logs it).
+
+``SIGINT`` (Ctrl-C) too: the step ends, the checkpoint (with its ledger) is written, one line says how to
+resume, and the run exits with :data:`EXIT_INTERRUPTED` (130, the shell's code for Ctrl-C). Without this
+a Ctrl-C left the steps since the last checkpoint charged in the ledger file but never trained. A second
+Ctrl-C before the checkpoint is written raises ``KeyboardInterrupt`` at once (the CLI then prints one line).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any, Dict, Optional
 
 #: exit status of a run stopped by the signal outside submitit (EX_TEMPFAIL: "try again")
 EXIT_REQUEUE = 75
+#: exit status of a run stopped by Ctrl-C (SIGINT) after its checkpoint: 128 + SIGINT, as a shell reports it
+EXIT_INTERRUPTED = 130
 
 
 def _signal_number() -> Optional[int]:
@@ -31,15 +38,17 @@ def _signal_number() -> Optional[int]:
 
 
 class StopRequest:
-    """Context manager: while open, the preemption signal and SIGTERM only set :attr:`requested`."""
+    """Context manager: while open, the preemption signal, SIGTERM and SIGINT only set :attr:`requested`."""
 
     def __init__(self) -> None:
         self.requested = False
         self.signum: Optional[int] = None  # the signal that arrived
-        self.signums = [s for s in (_signal_number(), signal.SIGTERM) if s is not None]
+        self.signums = [s for s in (_signal_number(), signal.SIGTERM, signal.SIGINT) if s is not None]
         self.previous: Dict[int, Any] = {}
 
     def _handler(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.requested and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: the user does not want to wait for the step to end
         self.requested = True
         self.signum = self.signum or signum
 
@@ -57,16 +66,20 @@ class StopRequest:
             signal.signal(s, handler)
         self.previous = {} if not self.requested else self.previous
 
-    def hand_over(self, step: int, checkpoint_path) -> None:
-        """After the checkpoint: the previous handler (submitit requeues and exits), else exit 75."""
+    def hand_over(self, step: int, checkpoint_path, resume_hint: str = "resume=auto") -> None:
+        """After the checkpoint: the previous handler (submitit requeues and exits), else exit 75 (130 after
+        Ctrl-C). ``resume_hint``: what to add to the command to continue (the run folder's override)."""
         previous = self.previous.get(self.signum)
         self._restore()
         self.previous = {}
-        print(f"[dpgen] {signal.Signals(self.signum).name} received: checkpoint at step {step} written "
-              f"({checkpoint_path}); the run continues from it with resume=auto", file=sys.stderr, flush=True)
+        print(f"[dpgen] {signal.Signals(self.signum).name} received: stopped after step {step}, checkpoint and "
+              f"ledger written ({checkpoint_path}); continue with the same command and {resume_hint}",
+              file=sys.stderr, flush=True)
+        if self.signum == signal.SIGINT:
+            raise SystemExit(EXIT_INTERRUPTED)  # Python's own SIGINT handler would only raise KeyboardInterrupt
         if callable(previous):
             previous(self.signum, None)  # submitit's USR2: requeue, then sys.exit; its SIGTERM: a log line
         raise SystemExit(EXIT_REQUEUE)
 
 
-__all__ = ["EXIT_REQUEUE", "StopRequest"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_REQUEUE", "StopRequest"]

@@ -170,17 +170,24 @@ def start_run_dir(cfg, output_dir, default: str) -> Path:
 RESULTS = ("metrics.json", "accounting.json", "checkpoints", "samples.png", "release", "metrics.jsonl")
 
 
-def discard_if_empty(folder) -> bool:
+def discard_if_empty(folder, existed=None) -> bool:
     """Remove a run folder that holds no result (only Hydra's ``.hydra/``, the log, ``config.yaml``, a lock):
-    what a config error left. Returns whether it was removed."""
+    what a config error left. ``existed``: the names the folder held before this process wrote into it (a
+    folder the user made): then only what this process added is removed and the folder stays. Returns whether
+    anything was removed."""
     import shutil
 
     folder = Path(folder)
     if not folder.is_dir() or any((folder / name).exists() for name in RESULTS):
         return False
     allowed = {".hydra", "config.yaml", LOCK_NAME, "run.log", "cli.log"}
-    if any(p.name not in allowed for p in folder.iterdir()):
+    if any(p.name not in allowed for p in folder.iterdir() if existed is None or p.name not in existed):
         return False
+    if existed is not None:
+        added = [p for p in folder.iterdir() if p.name not in existed]
+        for p in added:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        return bool(added)
     shutil.rmtree(folder, ignore_errors=True)
     try:  # the date folder above it, when this was its only run
         folder.parent.rmdir()

@@ -68,7 +68,8 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
     from dpgen.tables import dpswd_generation
 
     rows = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root),
-                                      variants=["SWD", "DP-SWD-b", "DP-SWD-f (dpgen)"])
+                                      variants=["SWD", "DP-SWD-b", "DP-SWD-f (dpgen)"],
+                                      extra_overrides=["dataset.n_train=1000"])  # the fake files' size
     for r in rows:
         assert r["status"] == "ok", r
         assert 0 <= r["mlp_mean"] <= 100 and 0 <= r["logreg_mean"] <= 100
@@ -77,7 +78,7 @@ def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
     paper = {r["method"]: r for r in rows}
     assert paper["DP-SWD-b"]["mlp_paper"] == 76 and paper["SWD"]["logreg_paper"] == 82
     # each cell's verdict says the smoke scale is not the paper's setting; dpgen's row has no paper number
-    assert "at SCALE=smoke, not the paper's setting" in paper["SWD"]["mlp_verdict"]
+    assert "at SCALE=smoke" in paper["SWD"]["mlp_verdict"] and "not the paper's setting" in paper["SWD"]["mlp_verdict"]
     assert paper["DP-SWD-f (dpgen)"]["logreg_verdict"] == "no paper number"
     assert paper["DP-SWD-f (dpgen)"]["mlp_paper"] is None  # dpgen's row: no paper number
     # every row has its own run folder (the epsilon-1 rows used to share their epsilon-10 row's)
@@ -121,7 +122,7 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
     import dpgen.tasks.generation as G
     from dpgen.tables import dpswd_generation
 
-    kw = dict(data_root=str(fake_data_root), variants=["DP-SWD-b"])
+    kw = dict(data_root=str(fake_data_root), variants=["DP-SWD-b"], extra_overrides=["dataset.n_train=1000"])
     (first,) = dpswd_generation.run_table("smoke", ["mnist"], **kw)
     assert first["runs"] == 1 and first["generations"] == 1 and first["mlp_std"] == 0.0
 
@@ -139,7 +140,7 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
     (three,) = dpswd_generation.run_table("smoke", ["mnist"], generations=3, **kw)
     assert len(calls) == 2 and len(set(calls)) == 2  # generations 2 and 3, each its own synthetic set
     assert three["status"] == "ok" and three["runs"] == 1 and three["generations"] == 3
-    run = dpswd_generation.run_folder("mnist", "DP-SWD-b", 0, "smoke")
+    run = dpswd_generation.run_folder("mnist", "DP-SWD-b", 0, "smoke_dataset.n_train=1000")
     from dpgen.tables.grid import GENERATIONS_DIR, RESULT_FILE
 
     result = json.loads((run / RESULT_FILE).read_text())

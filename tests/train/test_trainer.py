@@ -349,8 +349,8 @@ def test_fid_missing_weights_is_reported_not_fatal(tmp_path, monkeypatch, fake_d
 
     monkeypatch.setenv("DPGEN_FID_WEIGHTS", str(tmp_path / "no-weights"))
     monkeypatch.setattr("torch.hub.get_dir", lambda: str(tmp_path / "hub"))
-    cfg = _cfg("dataset=mnist", f"dataset.data_root={fake_data_root}", "trainer.epochs=null", "trainer.steps=2",
-               "task.eval_models=[]", "task.fid=true", "task.fid_samples=20")
+    cfg = _cfg("dataset=mnist", f"dataset.data_root={fake_data_root}", "dataset.n_train=1000", "trainer.epochs=null",
+               "trainer.steps=2", "task.eval_models=[]", "task.fid=true", "task.fid_samples=20")
     m = run_task(cfg, tmp_path / "run")
     assert m["fid"] is None and "pt_inception" in m["fid_missing"]
 

@@ -1,0 +1,126 @@
+"""What a run folder says about its weights: the one way a release, a sweep row and a table cell read it.
+
+The weights a release samples are ``checkpoints/last.pt``; the privacy they carry is the ledger record
+written INTO that checkpoint (``privacy``: the run's privacy report at the checkpoint's step), never a
+``metrics.json`` that may describe an earlier generator (a run resumed with more steps and interrupted
+before it finished). ``metrics.json`` counts only when it describes the checkpoint's step.
+
+:func:`read_run` returns a :class:`RunRecord` with a ``status``:
+
+* ``finished``: ``metrics.json`` describes the checkpoint's weights (or the run keeps no checkpoint);
+* ``stale``: ``metrics.json`` describes another step than the checkpoint (a resumed run that has not
+  finished, left by a dpgen older than this module: a resume that trains now removes the old results
+  before its first step); its accuracy and epsilon are NOT those of the weights;
+* ``interrupted``: a checkpoint (or a ledger file) and no ``metrics.json``;
+* ``empty``: nothing to read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+#: what a run writes when it ends, describing the generator of its last step: a resumed run that trains again
+#: removes them before its first step (``table_result.json`` / ``table_generations``: dpgen.tables.grid's)
+FINAL_RESULTS = ("metrics.json", "metrics_final.csv", "samples.png", "table_result.json", "table_generations")
+
+
+def load_checkpoint_file(path, materialise: bool = False) -> Dict[str, Any]:
+    """A checkpoint's dict; ``materialise=False`` maps its tensors lazily (reading the step and the privacy
+    record of a large checkpoint costs its small pickle only)."""
+    import torch
+
+    if materialise:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except (RuntimeError, ValueError):  # an old (non-zip) serialisation cannot be mapped
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _json(path: Path) -> Optional[Dict[str, Any]]:
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, OSError):
+        return None
+
+
+@dataclass
+class RunRecord:
+    folder: Path
+    #: ``metrics.json`` (or the task's result file), whatever step it describes
+    result: Optional[Dict[str, Any]]
+    #: the checkpoint's step (None: no checkpoint)
+    checkpoint_step: Optional[int]
+    #: the privacy report of the checkpoint's weights (its own record; for a checkpoint written before the
+    #: record existed, the result's when that describes the same step); None when unknown
+    privacy: Optional[Dict[str, Any]]
+    #: mechanism steps in ``checkpoints/ledger.json`` (None: no file)
+    ledger_steps: Optional[int]
+
+    @property
+    def status(self) -> str:
+        if self.result is not None:
+            if self.checkpoint_step is None or self.result.get("steps") is None:
+                return "finished"  # a task without checkpoints (accounting, evaluate)
+            return "finished" if int(self.result["steps"]) == self.checkpoint_step else "stale"
+        if self.checkpoint_step is not None or self.ledger_steps is not None:
+            return "interrupted"
+        return "empty"
+
+    @property
+    def metrics(self) -> Optional[Dict[str, Any]]:
+        """The result file when it describes the checkpoint's weights, else None."""
+        return self.result if self.status == "finished" else None
+
+    def epsilon(self) -> Optional[float]:
+        """Epsilon spent by the weights (the checkpoint's record), None when unknown or not private."""
+        eps = (self.privacy or {}).get("epsilon_spent")
+        return float(eps) if isinstance(eps, (int, float)) else None
+
+    def stale_reason(self) -> str:
+        return (f"{self.folder / 'metrics.json'} describes step {self.result.get('steps')}, but the checkpoint "
+                f"({self.folder / 'checkpoints' / 'last.pt'}) holds the weights of step {self.checkpoint_step}: the run "
+                "was resumed and has not finished, so that file's epsilon and accuracy are not those of the weights")
+
+
+def read_run(folder, result: str = "metrics.json", state: Optional[Dict[str, Any]] = None) -> RunRecord:
+    """The :class:`RunRecord` of ``folder``; ``state``: its checkpoint already loaded (read once by a caller that
+    also uses the weights, so that the record and the weights come from one file)."""
+    folder = Path(folder)
+    res = _json(folder / result)
+    ckpt = folder / "checkpoints" / "last.pt"
+    if state is None and ckpt.exists():
+        state = load_checkpoint_file(ckpt)
+    step = int(state["step"]) if state is not None and "step" in state else None
+    privacy = (state or {}).get("privacy")
+    if privacy is None and res is not None and step is not None and res.get("steps") == step:
+        privacy = res.get("privacy")  # written by a dpgen whose checkpoints kept no record: the same step's
+    ledger = _json(folder / "checkpoints" / "ledger.json")
+    ledger_steps = int(ledger["steps"]) if ledger and "steps" in ledger else None
+    return RunRecord(folder, res, step, privacy, ledger_steps)
+
+
+def remove_final_results(folder) -> list:
+    """Remove what an earlier sitting wrote when it ended (:data:`FINAL_RESULTS`): called before a resumed run
+    trains again, so that no file describes weights other than the checkpoint's. Returns the names removed."""
+    import shutil
+
+    removed = []
+    for name in FINAL_RESULTS:
+        path = Path(folder) / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+__all__ = ["FINAL_RESULTS", "RunRecord", "load_checkpoint_file", "read_run", "remove_final_results"]
