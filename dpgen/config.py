@@ -65,10 +65,35 @@ class DatasetConfig:
         check_positive_int(self.n_train, "dataset.n_train")
         self.fill_facts()
         check_positive_int(self.dim, "dataset.dim")
+        self.warn_declared_size()
+
+    def warn_declared_size(self) -> None:
+        """A warning (never a refusal: the run's guarantee does not depend on it) when ``n_train`` differs from
+        the number of training records a dpgen dataset ships with, a public fact (MNIST: 60,000). Compared here,
+        when the config is read, never with the loaded set: a check against the private data would itself tell
+        a set from the same set plus one record."""
+        name, options = self._facts_of()
+        from dpgen.data import DATASETS
+
+        spec = DATASETS.get(name)
+        if (spec is None or spec.n_train is None or self.loader is not None or self._private_split() != "train"
+                or any(k in spec.count_options for k in (options or {}))):
+            return
+        if int(self.n_train) != int(spec.n_train):
+            import sys
+
+            print(f"[dpgen] WARNING: dataset.n_train={self.n_train}, but {name}'s training split ships with "
+                  f"{spec.n_train:,} records. The run takes the declared n as public (q = B / n, the epochs, the "
+                  f"noise): set dataset.n_train={spec.n_train} unless your files hold another number of records.",
+                  file=sys.stderr)
 
     def _facts_of(self):
         """(the dpgen dataset whose loader gives the records, its options)."""
         return self.name, self.options
+
+    def _private_split(self) -> str:
+        """The split the private records are read from."""
+        return "train"
 
     def fill_facts(self) -> None:
         """shape, num_classes and dim of a dpgen dataset from its loader's entry in dpgen.data.DATASETS."""
@@ -118,6 +143,9 @@ class DADatasetConfig(DatasetConfig):
     def _facts_of(self):
         return self.target, self.target_options
 
+    def _private_split(self) -> str:
+        return self.target_split
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.n_source is not None:
@@ -129,16 +157,21 @@ class DADatasetConfig(DatasetConfig):
 # ------------------------------------------------------------------------------------------------
 
 ACCOUNTANT_NAMES = ("rdp", "opacus_rdp", "opacus_prv", "moments", "pld")
+#: privacy.accountant's choices: an accountant, or auto (the tightest valid one for the method's sampling)
+LEDGER_ACCOUNTANTS = ("auto", *ACCOUNTANT_NAMES)
 
 
 @dataclass
 class PrivacyConfig:
     epsilon: float = 10.0
     delta: float = 1e-5
-    #: main accountant: rdp (autodp, both samplings); opacus_rdp, opacus_prv, moments and pld (Google's
-    #: dp-accounting PLD, the tightest) need Poisson sampling. The ledger of a Poisson method (DP-Sinkhorn
-    #: and its variants, DP-DANN) calibrates with it; autodp stays its cross-check
-    accountant: str = "rdp"
+    #: the ledger's accountant: auto (default: the tightest valid accountant for the method's sampling,
+    #: dpgen.privacy.accountants.AUTO_ACCOUNTANT: dp-accounting's PLD for Poisson sampling, autodp's RDP for
+    #: sampling without replacement, which dp-accounting's PLD does not analyse); rdp (autodp, both samplings);
+    #: opacus_rdp, opacus_prv, moments and pld need Poisson sampling. The ledger of a Poisson method (DP-Sinkhorn
+    #: and its variants, DP-SGD, DP-DANN) calibrates with it; autodp's RDP stays its cross-check. Presets whose
+    #: results were measured under another accountant pin it (conf/experiment/*.yaml)
+    accountant: str = "auto"
     #: independent accountants reported beside the main one
     cross_check: List[str] = field(default_factory=lambda: ["moments", "opacus_rdp"])
     #: relative precision of the noise calibration
@@ -156,7 +189,7 @@ class PrivacyConfig:
             check_delta(self.delta, "privacy.delta")
         except PrivacyParameterError as e:
             raise ConfigError(str(e)) from None
-        _choice(self.accountant, "privacy.accountant", ACCOUNTANT_NAMES)
+        _choice(self.accountant, "privacy.accountant", LEDGER_ACCOUNTANTS)
         for name in self.cross_check:
             _choice(name, "privacy.cross_check[]", ACCOUNTANT_NAMES)
         check_positive(self.rel_tol, "privacy.rel_tol")
@@ -172,6 +205,28 @@ class AccountingTaskConfig(TaskConfig):
     name: str = "accounting"
     #: also report epsilon under the cross-check accountants (can be slow for PRV)
     cross_check: bool = True
+    # The training tasks' settings (generation, classification, domain adaptation, evaluate), accepted so that
+    # every training preset is accountable as it stands: ``task=accounting experiment=<preset>`` (the preset sets
+    # e.g. task.n_synthetic). The accounting reads none of them except task.k, domain adaptation's projections per
+    # step (null: method.k), which changes DP-SWD's mechanism. tests/privacy/test_pld_default.py checks that this
+    # list covers every field of those schemas.
+    n_synthetic: Optional[int] = None
+    eval_models: Optional[List[str]] = None
+    eval_max_epochs: Optional[int] = None
+    logreg_solver: Optional[str] = None
+    fid: Optional[bool] = None
+    fid_samples: Optional[int] = None
+    synthetic: Optional[str] = None
+    model: Optional[str] = None
+    norm: Optional[str] = None
+    eval_batch_size: Optional[int] = None
+    adapt_weight: Optional[float] = None
+    k: Optional[int] = None
+    eval_every: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.k is not None:
+            check_positive_int(self.k, "task.k", "the number of random projections")
 
 
 #: task.logreg_solver's choices (dpgen/eval/downstream.py::fit_logreg)

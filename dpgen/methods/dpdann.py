@@ -12,8 +12,9 @@ by the expected batch size B. The discriminator receives +G_D, the feature extra
 (the gradient reversal, applied after the noise: post-processing). The source terms (classifier
 loss, source domain loss) are public and back-propagate normally; they never see the target.
 
-Accounting: the privacy core's RDP accountant for the Poisson-subsampled Gaussian (autodp),
-noise multiplier z calibrated for the run's steps, cross-checked with opacus' RDP accountant.
+Accounting: the privacy core's ledger for the Poisson-subsampled Gaussian under privacy.accountant (default
+``auto``: dp-accounting's PLD, the tightest valid accountant here), noise multiplier z calibrated for the run's
+steps, cross-checked with autodp's and opacus' RDP accountants.
 """
 
 from __future__ import annotations

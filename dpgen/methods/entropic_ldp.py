@@ -341,6 +341,9 @@ class EntropicLDP(GenerativeMethod):
             "depends_on_steps": False,
             "remark_1": ("the guarantee does not depend on the number of training steps, the batch sampling or any "
                          "accountant (post-processing of the one-time release)"),
+            "accountant": ("none: privacy.accountant (PLD / RDP) applies to subsampled-Gaussian ledgers; here each "
+                           "record is privatised once by a local mechanism whose noise follows from (epsilon, delta) "
+                           f"in closed form ({self.mechanism}), with no composition or subsampling to account"),
             "max_steps_in_budget": None,
             "training_steps": self.steps_taken,
             "private_steps": self.steps_taken,  # steps on the released data: they cost no privacy

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from dpgen.privacy.accountants import epsilon_for
+from dpgen.privacy.accountants import epsilon_for, resolve_accountant
 from dpgen.privacy.calibration import calibrate, steps_for_epochs, steps_to_epsilon
+
+#: what the reports of the mechanisms without a PLD ledger say about their accountant, and why
+WOR_ACCOUNTANT = ("autodp RDP: the tightest valid accountant for sampling without replacement, which "
+                  "dp-accounting's PLD does not analyse")
 
 
 def steps_of(cfg) -> int:
@@ -28,6 +32,8 @@ def _cross_check(cfg, z: float, q: float, steps: int, sampling: str, accountant:
     # opacus and the moments accountant model Poisson sampling only: a fixed-size batch is checked by
     # the independent numpy implementation of Wang et al.'s bound (wang_wor) instead
     names = cfg.privacy.cross_check if sampling == "poisson" else ["wang_wor"]
+    if accountant != "rdp":  # autodp's RDP bound is printed beside PLD (or any other main accountant)
+        names = ["rdp", *[x for x in names if x != "rdp"]]
     for name in names:
         if name != accountant:
             out[name] = epsilon_for(z, q, steps, cfg.privacy.delta, sampling, name)
@@ -63,8 +69,15 @@ def _account_dpswd_method(cfg, steps: int, method_cls) -> Dict[str, Any]:
     if m.center == "dp_mean":
         lines.append(f"  + one DP mean release before training (noise multiplier {m.center_noise_multiplier}, "
                      "full batch), composed in the same ledger")
-    lines.append(f"  epsilon reached = {eps:.4f} (autodp RDP)")
+    lines.append(f"  epsilon reached = {eps:.4f} ({_ledger_accountant_text(meth.ledger)})")
     return {"summary": res, "lines": lines}
+
+
+def _ledger_accountant_text(ledger) -> str:
+    """The ledger's accountant and why, in a report line."""
+    from dpgen.privacy.ledger import ACCOUNTANT_TEXT
+
+    return f"{ACCOUNTANT_TEXT.get(ledger.accountant_name, ledger.accountant_name)}: {ledger.accountant_reason}"
 
 
 def account_dpswd(cfg, method_cls) -> Dict[str, Any]:
@@ -105,7 +118,7 @@ def account_dpswd(cfg, method_cls) -> Dict[str, Any]:
         f"  calibrated sigma = z * sqrt(w) = {res.get('sigma'):.6g}",
     ]
     if "epsilon_reached" in res:
-        lines.append(f"  epsilon reached = {res['epsilon_reached']:.4f} (autodp RDP, {m.convention})")
+        lines.append(f"  epsilon reached = {res['epsilon_reached']:.4f} ({WOR_ACCOUNTANT}; {m.convention})")
     lines += _per_step_bound_caveat(res, m, d)
     return {"summary": res, "lines": lines}
 
@@ -134,23 +147,33 @@ def _per_step_bound_caveat(res: Dict[str, Any], m, d: int) -> List[str]:
 
 def account_subsampled_gaussian(cfg, sensitivity: float, label: str, units: int = 0,
                                 per_step: int = 0, sampling: Optional[str] = None,
-                                accountant: Optional[str] = None) -> Dict[str, Any]:
+                                accountant: Optional[str] = None, reason: Optional[str] = None) -> Dict[str, Any]:
     """A subsampled Gaussian ledger: ``per_step`` of ``units`` drawn per step (default: the batch of the
-    N records; DP-Sinkhorn's adversarial variant: one of its partitions)."""
+    N records; DP-Sinkhorn's adversarial variant: one of its partitions). ``accountant`` (and why: ``reason``):
+    the one the method's ledger uses, when it is not privacy.accountant (``auto`` resolved for the sampling)."""
     m, p, t = cfg.method, cfg.privacy, cfg.trainer
     n = cfg.dataset.n_train
     steps = steps_of(cfg)
     units, per_step = units or n, per_step or t.batch_size
     q = per_step / units
     z = m.noise_multiplier
-    sampling, accountant = sampling or m.sampling, accountant or p.accountant
+    sampling = sampling or m.sampling
+    # privacy.accountant, ``auto`` resolved for the sampling (dp-accounting PLD for Poisson sampling), unless the
+    # method's ledger uses another
+    from dpgen.privacy.ledger import ACCOUNTANT_TEXT, accountant_reason
+
+    requested = accountant or p.accountant
+    accountant = resolve_accountant(requested, sampling)
+    why = reason or accountant_reason(requested, sampling)
     lines = [
         f"{label} on {cfg.dataset.name}: N={n}, {per_step} of {units} {'records' if units == n else 'partitions'} "
         f"per step (q={q:.5g}, {sampling} sampling), steps={steps}",
         f"  budget (epsilon, delta) = ({p.epsilon}, {p.delta:g}); l2 sensitivity {sensitivity:g}",
+        f"  accountant: {ACCOUNTANT_TEXT.get(accountant, accountant)} ({why})"
+        + ("; autodp RDP printed beside it as the cross-check" if accountant != "rdp" else ""),
     ]
     summary: Dict[str, Any] = {"N": n, "steps": steps, "sample_rate": q, "sampling": sampling,
-                               "sensitivity": sensitivity}
+                               "sensitivity": sensitivity, "accountant": accountant, "accountant_reason": why}
     cal = calibrate(p.epsilon, p.delta, units, per_step, steps=steps, sampling=sampling,
                     accountant=accountant, sensitivity=sensitivity, rel_tol=p.rel_tol)
     summary["calibrated_noise_multiplier"] = cal["noise_multiplier"]
@@ -159,16 +182,22 @@ def account_subsampled_gaussian(cfg, sensitivity: float, label: str, units: int 
         f"  calibrated noise multiplier for these steps = {cal['noise_multiplier']:.6g} "
         f"(noise std {cal['sigma']:.6g})"
     )
-    if z is not None:
-        eps = epsilon_for(z, q, steps, p.delta, sampling, accountant)
-        checks = _cross_check(cfg, z, q, steps, sampling, accountant)
+    calibrated = z is None  # method.noise_multiplier=null: the run calibrates (this noise)
+    if calibrated:
+        z = cal["noise_multiplier"]
+    eps = epsilon_for(z, q, steps, p.delta, sampling, accountant)
+    checks = _cross_check(cfg, z, q, steps, sampling, accountant)
+    summary.update({"noise_multiplier": z, "noise_std": z * sensitivity, "epsilon": eps,
+                    "epsilon_cross_check": checks})
+    what = ("method.noise_multiplier=null: the run uses the calibrated noise multiplier" if calibrated else
+            "configured noise multiplier")
+    lines.append(f"  {what} {z:.6g} (noise std {z * sensitivity:.6g}): "
+                 f"epsilon after {steps} steps = {eps:.4f} ({ACCOUNTANT_TEXT.get(accountant, accountant)})")
+    for k, v in checks.items():
+        lines.append(f"    cross-check {ACCOUNTANT_TEXT.get(k, k)}: epsilon = {v:.4f}")
+    if not calibrated:  # a calibrated noise spends the budget in the requested steps
         max_steps = steps_to_epsilon(p.epsilon, p.delta, z, q, sampling, accountant)
-        summary.update({"noise_multiplier": z, "noise_std": z * sensitivity, "epsilon": eps,
-                        "epsilon_cross_check": checks, "steps_to_budget": max_steps})
-        lines.append(f"  configured noise multiplier {z:g} (noise std {z * sensitivity:g}): "
-                     f"epsilon after {steps} steps = {eps:.4f} ({accountant})")
-        for k, v in checks.items():
-            lines.append(f"    cross-check {k}: epsilon = {v:.4f}")
+        summary["steps_to_budget"] = max_steps
         lines.append(f"  steps until epsilon reaches {p.epsilon}: {max_steps}")
     return {"summary": summary, "lines": lines}
 
@@ -188,6 +217,8 @@ def account_entropic_ldp(cfg) -> Dict[str, Any]:
         f"  budget per record (epsilon, delta) = ({p.epsilon}, {p.delta:g}); sensitivity = {m.sensitivity}",
         f"  {what}",
         "  the guarantee does not depend on the number of training steps (post-processing, Remark 1)",
+        "  accountant: none (privacy.accountant does not apply): each record is privatised once by a local "
+        "mechanism whose noise follows from (epsilon, delta) in closed form, with no composition or subsampling",
     ]
     return {"summary": {"mechanism": m.mechanism, "scale": scale, "radius": m.radius,
                         "sensitivity": m.sensitivity}, "lines": lines}
@@ -205,7 +236,10 @@ def account_dpmerf(cfg, method_cls) -> Dict[str, Any]:
         f"DP-MERF on {ds.name}: the mean embedding in {m.n_features} random features released once (N = {ds.n_train})",
         f"  replace-one sensitivity 2 / N = {m.sensitivity:.6g}; noise multiplier {m.noise_multiplier:.6g} "
         f"(noise std {m.noise_std:.6g})",
-        f"  epsilon = {eps:.4f} at delta {p.delta:g} (autodp RDP, the ledger); analytic Gaussian mechanism: {exact:.4f}",
+        f"  epsilon = {eps:.4f} at delta {p.delta:g} (autodp RDP of one Gaussian release keeps the ledger: "
+        "privacy.accountant applies to the subsampled-Gaussian ledgers, and DP-MERF's single full-batch release is "
+        "calibrated with RDP as in its measured results); the analytic Gaussian mechanism, exact for one release: "
+        f"{exact:.4f}",
         "  the guarantee does not depend on the number of training steps (post-processing of the release)",
     ]
     return {"summary": {"N": ds.n_train, "sensitivity": m.sensitivity, "noise_multiplier": m.noise_multiplier,

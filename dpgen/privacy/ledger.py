@@ -9,14 +9,17 @@ without replacement). :class:`Ledger` holds that composition against an (epsilon
   stay within the budget; ``use_noise(z)`` fixes z instead;
 * ``max_steps(requested)``: the most steps the budget allows with that z (None when ``requested``
   steps already fit: no search);
-* ``release_prefix()`` / ``step()``: record what ran; ``epsilon()``: what was spent (autodp RDP);
+* ``release_prefix()`` / ``step()``: record what ran; ``epsilon()``: what was spent (under the ledger's
+  accountant: ``privacy.accountant``, whose default ``auto`` is dp-accounting's PLD for Poisson sampling and
+  autodp's RDP bound for sampling without replacement, :data:`dpgen.privacy.accountants.AUTO_ACCOUNTANT`);
   the releases before training are counted as releases (``prefix_releases``), never by their sample
   rate, so ``private_steps()`` is the number of per-step mechanism runs for every q, full batch
   (q = 1) included;
 * ``steps_left(wanted)``: how many more steps the budget allows after what the ledger already
   holds (its whole history: a resumed run, a run that carried an earlier attempt's ledger);
 * ``cross_check()``: the same history under an independent accountant (opacus' RDP for Poisson,
-  dpgen's own Theorem 9 accountant for sampling without replacement);
+  dpgen's own Theorem 9 accountant for sampling without replacement), and autodp's RDP when another
+  accountant (PLD) keeps the ledger;
 * ``report()``: the fields every private method's report states; ``state_dict()`` for checkpoints.
 
 DP-SWD (generation and domain adaptation), DP-Sinkhorn and its variants, and DP-DANN keep their
@@ -29,18 +32,37 @@ import math
 from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence
 
-from dpgen.privacy.accountants import (OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon,
-                                       make_accountant)
-from dpgen.privacy.calibration import SURROGATES, calibrate_noise_multiplier, steps_to_epsilon
+from dpgen.privacy.accountants import (PLD_COARSE_INTERVAL, PLD_GUIDE_MAX_STEPS, PLD_INTERVAL, OpacusRDPAccountant,
+                                       RDPAccountant, WangWORAccountant, autodp_epsilon, make_accountant, pld_epsilon,
+                                       resolve_accountant)
+from dpgen.privacy.calibration import (SURROGATES, calibrate_noise_multiplier, largest_steps, solve_noise,
+                                       steps_to_epsilon)
 from dpgen.privacy.local import geometric_bisect
 
-RELATIONS = {"poisson": "add/remove one record (Poisson sampling at rate q = B / n; the dataset size n is treated as "
-                        "public: declared as dataset.n_train, a run whose set has another size is refused)",
+RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record independently at rate q = B / n, n the "
+                        "size declared as dataset.n_train and treated as public; nothing in the run depends on how "
+                        "many records were loaded)",
              "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
 
 
 ACCOUNTANT_TEXT = {"rdp": "autodp RDP", "pld": "dp-accounting PLD", "opacus_rdp": "opacus RDP",
                    "opacus_prv": "opacus PRV", "moments": "moments accountant (Abadi et al.)"}
+
+#: why ``privacy.accountant=auto`` picks its accountant, per sampling scheme (the reports print it)
+AUTO_REASONS = {
+    "poisson": "privacy.accountant=auto: the tightest valid accountant for the Poisson-subsampled Gaussian "
+               "(add/remove one)",
+    "without_replacement": "privacy.accountant=auto: the tightest valid accountant here; dp-accounting's PLD does "
+                           "not analyse sampling without replacement (replace one; its PLDAccountant has no rule "
+                           "for SampledWithoutReplacementDpEvent), so autodp's RDP bound (Wang et al. 2019) is used",
+}
+
+
+def accountant_reason(requested: str, sampling: str) -> str:
+    """Why the ledger of ``sampling`` uses the accountant ``privacy.accountant=requested`` resolves to."""
+    if requested == "auto":
+        return AUTO_REASONS[sampling]
+    return f"privacy.accountant={requested}, as configured"
 
 
 @lru_cache(maxsize=256)
@@ -65,7 +87,8 @@ class Ledger:
     """The privacy ledger of one run (see the module doc)."""
 
     def __init__(self, *, epsilon: float, delta: float, sampling: str, sample_rate: float,
-                 prefix: Sequence[float] = (), rel_tol: float = 1e-3, accountant: str = "rdp") -> None:
+                 prefix: Sequence[float] = (), rel_tol: float = 1e-3, accountant: str = "rdp",
+                 reason: Optional[str] = None) -> None:
         self.epsilon_budget = float(epsilon)
         self.delta = float(delta)
         self.sampling = sampling
@@ -73,16 +96,23 @@ class Ledger:
         #: noise multipliers of the full-batch releases made before training (each accounted once)
         self.prefix = tuple(float(z) for z in prefix)
         self.rel_tol = float(rel_tol)
-        #: the accountant that calibrates and keeps the ledger (privacy.accountant); autodp RDP by default,
-        #: the only one here for sampling without replacement
+        #: what was asked (privacy.accountant; ``auto``: the tightest valid accountant for the sampling) and
+        #: the accountant that calibrates and keeps the ledger (``auto`` resolved: dp-accounting's PLD for
+        #: Poisson sampling, autodp's RDP for sampling without replacement, the only one here for it)
+        self.accountant_requested = accountant
+        accountant = resolve_accountant(accountant, sampling)
         self.accountant_name = accountant
+        #: why this accountant (the report states it); ``reason`` when the method chose it itself
+        self.accountant_reason = reason or accountant_reason(self.accountant_requested, sampling)
+        #: whether ``calibrate`` set the noise (else ``use_noise`` fixed it)
+        self.calibrated = False
         if accountant == "rdp":
             self.accountant = RDPAccountant(sampling=sampling)
         else:
             self.accountant = make_accountant(accountant)
             if getattr(self.accountant, "sampling", sampling) != sampling:
                 raise ValueError(f"privacy.accountant={accountant} analyses Poisson sampling only; this method samples "
-                                 f"{sampling}: use privacy.accountant=rdp")
+                                 f"{sampling}: use privacy.accountant=auto (autodp RDP here) or rdp")
         self.noise_multiplier: Optional[float] = None
         #: releases before training recorded by ``release_prefix`` (each one full-batch step in the
         #: accountant): counted explicitly, so a run whose own steps have q = 1 is not mistaken for them
@@ -92,12 +122,15 @@ class Ledger:
     def epsilon_of(self, noise_multiplier: float, steps: int, surrogate: bool = False) -> float:
         """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``.
 
-        ``surrogate=True``: the fast numpy accountant of the same RDP curve (``SURROGATES``; agrees
-        with autodp to ~1e-8 relative), used only to guide searches that autodp then confirms."""
+        ``surrogate=True``: a fast accountant of (nearly) the same curve, used only to guide searches that the
+        ledger's accountant then confirms: for RDP the numpy accountant of the same RDP curve (``SURROGATES``;
+        agrees with autodp to ~1e-8 relative), for PLD dp-accounting's PLD on a 10x coarser grid."""
         groups = [(float(noise_multiplier), self.sample_rate, int(steps))] if steps > 0 else []
         groups += [(z, 1.0, 1) for z in self.prefix]
         if not groups:
             return 0.0
+        if self.accountant_name == "pld":
+            return pld_epsilon(tuple(sorted(groups)), self.delta, PLD_COARSE_INTERVAL if surrogate else PLD_INTERVAL)
         name = SURROGATES.get(self.sampling, self.accountant_name) if surrogate else self.accountant_name
         if name == "rdp":
             return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling)
@@ -131,8 +164,23 @@ class Ledger:
                              "raise their noise (e.g. method.center_noise_multiplier) or the budget")
 
     def calibrate(self, steps: int, z0: Optional[float] = None) -> float:
-        """The smallest noise multiplier (to rel_tol) that keeps the prefix plus ``steps`` steps in budget."""
+        """The smallest noise multiplier (to rel_tol; under PLD: spending within PLD_EPSILON_TOL below the
+        budget, never above it) that keeps the prefix plus ``steps`` steps in budget."""
         self._check_prefix()
+        self.calibrated = True
+        if self.accountant_name == "pld":
+            # PLD's epsilon is below every RDP bound's: the RDP ledger's noise (same prefix) spends at most the
+            # budget under PLD, an upper end for the search to PLD_EPSILON_TOL in epsilon (a few PLD calls)
+            rdp = Ledger(epsilon=self.epsilon_budget, delta=self.delta, sampling=self.sampling,
+                         sample_rate=self.sample_rate, prefix=self.prefix, rel_tol=self.rel_tol, accountant="rdp")
+            try:
+                z_hi = rdp.calibrate(steps, z0)
+            except ValueError:  # no RDP order reaches the budget: PLD may still; start from z0 or 1
+                z_hi = 1.0 if z0 is None else float(z0)
+            guide = (lambda x: self.epsilon_of(x, steps, surrogate=True)) if steps <= PLD_GUIDE_MAX_STEPS else None
+            self.noise_multiplier = float(solve_noise(lambda x: self.epsilon_of(x, steps), self.epsilon_budget, z_hi,
+                                                      guide=guide))
+            return self.noise_multiplier
         z = calibrate_noise_multiplier(self.epsilon_budget, self.delta, self.sample_rate, steps, self.sampling,
                                        accountant=self.accountant_name, rel_tol=self.rel_tol, z0=z0)
         if self.prefix:  # the prefix spends part of the budget: more noise, found by bisection on log z
@@ -175,6 +223,13 @@ class Ledger:
         if self.epsilon_of(z, 1) > self.epsilon_budget:
             return 0
         fits = lambda t: self.epsilon_of(z, t) <= self.epsilon_budget  # noqa: E731
+        if self.accountant_name == "pld":  # from the RDP ledger's answer (it spends more: its steps fit)
+            rdp = Ledger(epsilon=self.epsilon_budget, delta=self.delta, sampling=self.sampling,
+                         sample_rate=self.sample_rate, prefix=self.prefix, rel_tol=self.rel_tol, accountant="rdp")
+            rdp.use_noise(z)
+            floor = rdp.max_steps() or 1
+            guide = (lambda t: self.epsilon_of(z, t, surrogate=True)) if floor <= PLD_GUIDE_MAX_STEPS // 4 else None
+            return largest_steps(lambda t: self.epsilon_of(z, t), self.epsilon_budget, max(1, floor), guide=guide)
         lo, hi = 1, 1024
         guess = self._surrogate_steps(z)
         if guess is not None:  # autodp confirms the surrogate's answer, usually in two calls
@@ -259,6 +314,21 @@ class Ledger:
             out[name] = acc.get_epsilon(self.delta)
         return out
 
+    def accountant_text(self) -> str:
+        """Which accountant keeps the ledger, why, and what is printed beside it (the report's ``accountant``)."""
+        name = ACCOUNTANT_TEXT.get(self.accountant_name, self.accountant_name)
+        role = ("calibrated the noise and keeps the ledger" if self.calibrated else
+                "keeps the ledger; the noise was given")
+        mechanism = ("Gaussian mechanism on the whole set (sample rate 1)" if self.sample_rate >= 1 else
+                     "Poisson-subsampled Gaussian" if self.sampling == "poisson" else
+                     "subsampled Gaussian without replacement (Wang et al. 2019)")
+        beside = ("autodp RDP printed beside it as the cross-check, with opacus RDP (epsilon_cross_check)"
+                  if self.accountant_name != "rdp" else
+                  "opacus RDP printed beside it as the cross-check (epsilon_cross_check)" if self.sampling == "poisson"
+                  else "dpgen's own Theorem 9 accountant (wang_wor) printed beside it as the cross-check "
+                       "(epsilon_cross_check)")
+        return f"{name} ({self.accountant_reason}; it {role}), {mechanism}; {beside}"
+
     def report(self) -> Dict[str, Any]:
         return {
             "epsilon_budget": self.epsilon_budget,
@@ -267,9 +337,8 @@ class Ledger:
             "sampling": self.sampling,
             "sample_rate": self.sample_rate,
             "neighbouring_relation": RELATIONS[self.sampling],
-            "accountant": (f"{ACCOUNTANT_TEXT.get(self.accountant_name, self.accountant_name)} (calibrated the noise "
-                           "and keeps the ledger), " + ("Poisson-subsampled Gaussian" if self.sampling == "poisson" else
-                                                        "subsampled Gaussian without replacement (Wang et al. 2019)")),
+            "accountant": self.accountant_text(),
+            "ledger_accountant": self.accountant_name,
             "epsilon_cross_check": self.cross_check(),
             "private_steps": self.private_steps(),
         }

@@ -3,8 +3,9 @@
 Random sequences of attempts in one run folder -- start, steps, a kill at a random mechanism step
 (before or after checkpoints and log lines), resume with ``true`` / ``auto``, the same or changed
 privacy settings, batch sizes from 1 to N (full batch), each logger -- on a tiny dataset, for a
-method of each ledger kind (DP-SWD: without replacement, with a release before training; DP-Sinkhorn:
-Poisson at a fixed noise; DP-SGD: the moments accountant). After every attempt:
+method of each ledger kind (DP-SWD: without replacement, with a release before training, autodp RDP;
+DP-Sinkhorn: Poisson at a fixed noise, dp-accounting's PLD (privacy.accountant=auto); DP-SGD: the moments
+accountant, pinned as the WDP presets pin it). After every attempt:
 
 * the ledger on disk is at or below the budget, and a report that says the guarantee holds is too;
 * the ledger counts every mechanism run whose output may be in a file of the run folder: the runs
@@ -57,7 +58,8 @@ class Killed(BaseException):
 METHODS = {
     "dpswd": ["method=dpswd", "method.k=16", "method.fake_copies=1"],
     "dpsinkhorn": ["method=dpsinkhorn", "model.generator=mlp"],
-    "dpsgd": ["task=classification", "method=dpsgd", "method.accountants=[moments]", "+dataset.options.resize=16"],
+    "dpsgd": ["task=classification", "method=dpsgd", "method.accountants=[moments]", "privacy.accountant=moments",
+              "+dataset.options.resize=16"],
 }
 #: privacy settings a resume may try to change: (override, the key its refusal must name)
 CHANGES = {"epsilon": ("privacy.epsilon=9", "privacy.epsilon"), "batch": (None, "trainer.batch_size"),
@@ -91,11 +93,12 @@ def _ledger_counts(saved, method):
 
 
 def _ledger_epsilon(hist, method, delta=1e-5):
-    """Epsilon of a ledger's history under the accountant that keeps it (DP-SGD: the moments accountant)."""
+    """Epsilon of a ledger's history under the accountant that keeps it (DP-SGD: the moments accountant, pinned;
+    DP-Sinkhorn: dp-accounting's PLD, privacy.accountant=auto's choice for Poisson sampling; DP-SWD: autodp RDP)."""
     from dpgen.privacy.accountants import make_accountant
 
-    acc = (make_accountant("moments") if method == "dpsgd" else
-           make_accountant("rdp", sampling="poisson" if method == "dpsinkhorn" else "without_replacement"))
+    acc = (make_accountant("moments") if method == "dpsgd" else make_accountant("pld") if method == "dpsinkhorn" else
+           make_accountant("rdp", sampling="without_replacement"))
     for h in hist:
         acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"], num_steps=h["num_steps"])
     return acc.get_epsilon(delta) if hist else 0.0
