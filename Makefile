@@ -42,7 +42,7 @@ help:
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
 	@echo "table NAME=<module>       one driver of dpgen/tables/ by name, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
-	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD, DP-Sinkhorn dct + under-noised controls -> outputs/tables/privacy_audit_run.csv (~2 min; needs mnist10k)"
+	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD (B 256, B 16), DP-Sinkhorn dct (batch, per-record clip) + half-noise controls -> outputs/tables/privacy_audit_run.csv (3-5 min on 2 shared cores; needs mnist10k)"
 	@echo "table-dpswd-noise         DP-SWD Table 4 (noise sigma) -> outputs/tables/dpswd_table4_noise.csv"
 	@echo "fig-dpswd-sensitivity     DP-SWD Figure 1 + bound check -> outputs/figures, outputs/tables"
 	@echo "table-wdp-mechanisms      WDP Table 1 budgets -> outputs/tables/wdp_mechanisms.csv"

@@ -43,7 +43,8 @@ from functools import lru_cache
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
+
+from dpgen.utils.labels import one_hot_or_zero
 
 BACKENDS = ("auto", "tensorized", "online", "static")
 
@@ -91,7 +92,7 @@ def _softmin(eps: float, cost: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 
 
 def sinkhorn_static(x: torch.Tensor, y: torch.Tensor, blur: float, *, diameter: float, scaling: float = 0.5,
-                    debias: bool = True) -> torch.Tensor:
+                    debias: bool = True, y_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """geomloss' tensorized debiased Sinkhorn loss (p = 2, cost ||x - y||^2 / 2, uniform weights), computed
     with a schedule fixed by ``diameter``: no data-dependent control flow and no host synchronisation,
     so a step using it can be captured in a CUDA graph. Same algorithm as geomloss' ``sinkhorn_loop``
@@ -99,10 +100,26 @@ def sinkhorn_static(x: torch.Tensor, y: torch.Tensor, blur: float, *, diameter: 
     diameter^2 to blur^2, the loop without autograd, and one last extrapolation through which the
     gradient flows via the cost matrices, each with its second argument detached), so at the same diameter the values agree to float rounding
     (tests/methods/test_dpsinkhorn.py). Returns geomloss' value (multiply by 4 for the paper's S, see
-    :func:`sinkhorn_divergence`)."""
+    :func:`sinkhorn_divergence`).
+
+    ``y_mask`` (bool per row of ``y``, optional): the rows of ``y`` to keep; the others get weight 0 (log-weight
+    -inf: they take no part in any softmin, and their potentials are left out of the final sum), and the
+    kept ones share the mass uniformly, as if the others were not there, without a host read. With every row
+    kept the arithmetic is the unmasked one (the same values)."""
     eps_list = epsilon_schedule(diameter, blur, scaling)
     a_log = torch.full((x.shape[0],), -math.log(x.shape[0]), dtype=x.dtype, device=x.device)
     b_log = torch.full((y.shape[0],), -math.log(y.shape[0]), dtype=y.dtype, device=y.device)
+    keep, rescale = None, None
+    if y_mask is not None:
+        keep = y_mask.reshape(-1).to(device=y.device, dtype=torch.bool)
+        n_keep = keep.sum().to(torch.float64).clamp_min(1.0)
+        b_log = torch.where(keep, (-torch.log(n_keep)).to(y.dtype), torch.full_like(b_log, float("-inf")))
+        rescale = (y.shape[0] / n_keep).to(y.dtype)  # mean over all rows x n / n_kept: 1.0 when all are kept
+
+    def y_mean(v: torch.Tensor) -> torch.Tensor:
+        if keep is None:
+            return v.mean()
+        return torch.where(keep, v, torch.zeros((), dtype=v.dtype, device=v.device)).mean() * rescale
     # the second argument detached: the gradient of each potential flows through its own point only,
     # which at the fixed point is the gradient of the loss (envelope theorem), as in geomloss
     c_xy, c_yx = _sq_dist(x, y.detach()) / 2, _sq_dist(y, x.detach()) / 2
@@ -123,9 +140,9 @@ def sinkhorn_static(x: torch.Tensor, y: torch.Tensor, blur: float, *, diameter: 
     eps = eps_list[-1]  # the last extrapolation, differentiable through the costs
     f_ba, g_ab = _softmin(eps, c_xy, b_log + g_ab / eps), _softmin(eps, c_yx, a_log + f_ba / eps)
     if not debias:
-        return f_ba.mean() + g_ab.mean()
+        return f_ba.mean() + y_mean(g_ab)
     f_aa, g_bb = _softmin(eps, c_xx, a_log + f_aa / eps), _softmin(eps, c_yy, b_log + g_bb / eps)
-    return (f_ba - f_aa).mean() + (g_ab - g_bb).mean()
+    return (f_ba - f_aa).mean() + y_mean(g_ab - g_bb)
 
 
 def _sq_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -158,7 +175,10 @@ def conditional_rows(x: torch.Tensor, labels: Optional[torch.Tensor], num_classe
     """Eq. 5: flatten ``x`` and append ``alpha_c * onehot(labels)`` (nothing when alpha_c = 0).
 
     ``check=False`` skips the label-range check (a host read of the labels): the training step uses it,
-    with the dataset's labels checked once at setup and the generated ones in range by construction."""
+    with the dataset's labels checked once at setup when they are in memory and the generated ones in range
+    by construction; a label outside [0, num_classes) (a lazily read dataset) then gets an all-zero label
+    part instead of an exception (``dpgen.utils.labels.one_hot_or_zero``), and the private mechanisms drop
+    that record (:func:`sinkhorn_divergence`'s ``y_mask``, ``Sinkhorn.finite_records``)."""
     rows = x.flatten(1)
     if num_classes <= 0 or alpha_c == 0:
         return rows
@@ -171,7 +191,7 @@ def conditional_rows(x: torch.Tensor, labels: Optional[torch.Tensor], num_classe
     if check and labels.numel() and (labels.min() < 0 or labels.max() >= num_classes):
         raise ValueError(f"cost/label mismatch: labels must lie in [0, {num_classes - 1}], got "
                          f"[{int(labels.min())}, {int(labels.max())}]; check dataset.num_classes")
-    return torch.cat([rows, alpha_c * F.one_hot(labels, num_classes).to(rows.dtype)], dim=1)
+    return torch.cat([rows, alpha_c * one_hot_or_zero(labels, num_classes, rows.dtype)], dim=1)
 
 
 def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
@@ -188,7 +208,7 @@ def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
 
 def sinkhorn_divergence(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05, *, scaling: float = 0.5,
                         backend: str = "tensorized", debias: bool = True,
-                        diameter: Optional[float] = None) -> torch.Tensor:
+                        diameter: Optional[float] = None, y_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Debiased Sinkhorn divergence S_{c,eps}(x, y) with c = ||x - y||^2 (uniform weights).
 
     ``x`` (N, D) and ``y`` (M, D) rows; differentiable in both. ``scaling`` is geomloss'
@@ -196,16 +216,29 @@ def sinkhorn_divergence(x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.05,
     ``diameter``: the start of the epsilon-scaling schedule (default: the batches' bounding box, as
     geomloss measures it: one host sync). ``backend="static"`` (:func:`sinkhorn_static`) needs it
     fixed (e.g. :func:`row_box_diameter`) when it must not synchronise.
+
+    ``y_mask`` (bool per row of ``y``): rows of ``y`` to leave out (weight 0; the others uniform), without a host
+    read; a masked row is replaced by 0 first, so that a non-finite value there cannot reach the others through
+    the shared cost matrices. DP-Sinkhorn passes the records whose label lies in range
+    (``dpgen.utils.labels``): a record with an out-of-range label contributes nothing.
     """
     _check_pair(x, y)
     blur = geomloss_blur(epsilon)
     scale = 4.0 if debias else 2.0
+    if y_mask is not None:
+        y_mask = y_mask.reshape(-1).to(device=y.device, dtype=torch.bool)
+        y = torch.where(y_mask.unsqueeze(1), y, torch.zeros((), dtype=y.dtype, device=y.device))
     if resolve_backend(backend) == "static":
         d = float(diameter) if diameter is not None else _box_diameter(x.detach(), y.detach())
-        return scale * sinkhorn_static(x, y, blur, diameter=d, scaling=float(scaling), debias=bool(debias))
+        return scale * sinkhorn_static(x, y, blur, diameter=d, scaling=float(scaling), debias=bool(debias),
+                                       y_mask=y_mask)
     loss = _samples_loss(blur, float(scaling), resolve_backend(backend), bool(debias),
                          diameter=None if diameter is None else float(diameter))
-    return scale * loss(x.contiguous(), y.contiguous())
+    if y_mask is None:
+        return scale * loss(x.contiguous(), y.contiguous())
+    a = torch.full((x.shape[0],), 1.0 / x.shape[0], dtype=x.dtype, device=x.device)
+    b = y_mask.to(y.dtype) / y_mask.sum().clamp_min(1).to(y.dtype)
+    return scale * loss(a, x.contiguous(), b, y.contiguous())
 
 
 def _box_diameter(x: torch.Tensor, y: torch.Tensor) -> float:

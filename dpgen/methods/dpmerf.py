@@ -33,8 +33,15 @@ import torch
 
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
+from dpgen.utils.labels import one_hot_or_zero
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
+
+#: why DP-MERF's ledger is autodp's RDP whatever privacy.accountant says (the privacy report states it)
+LEDGER_REASON = ("one Gaussian release of the whole set (sample rate 1), no subsampling or composition: "
+                 "privacy.accountant applies to the subsampled-Gaussian ledgers; this release is calibrated with "
+                 "autodp's RDP, as DP-MERF's measured results were, and the analytic Gaussian mechanism, exact for "
+                 "one release, is printed beside it")
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
 
@@ -91,7 +98,8 @@ def mean_embedding(x: torch.Tensor, y: Optional[torch.Tensor], freqs: torch.Tens
     for i in range(0, n, chunk):
         phi = random_features(x[i:i + chunk].to(freqs.dtype), freqs)
         if num_classes > 0:
-            onehot = torch.nn.functional.one_hot(y[i:i + chunk].long(), num_classes).to(phi.dtype)
+            # a label outside [0, num_classes) adds nothing (no exception, no host read; dpgen.utils.labels)
+            onehot = one_hot_or_zero(y[i:i + chunk], num_classes, phi.dtype)
         else:
             onehot = torch.ones(phi.shape[0], 1, dtype=phi.dtype, device=phi.device)
         out = out + phi.T @ onehot
@@ -146,7 +154,8 @@ class DPMERF(GenerativeMethod):
         self.noise_multiplier = z
         self.noise_std = z * self.sensitivity
         self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="without_replacement", sample_rate=1.0,
-                             prefix=(z,), rel_tol=p.rel_tol)
+                             prefix=(z,), rel_tol=p.rel_tol, accountant="rdp", reason=LEDGER_REASON)
+        self.ledger.calibrated = m.noise_multiplier is None  # calibrated above (the report says which)
         self.accountant = self.ledger.accountant
         self.max_steps = None  # post-processing: no per-step budget
         self.freqs: Optional[torch.Tensor] = None

@@ -7,16 +7,22 @@ The mechanism (one step, Poisson sampling at rate ``q = B / N``):
    (default): opacus' fast gradient clipping gets the norms without materialising every ``g_i``
    (:class:`dpgen.privacy.per_sample.GhostClippedSum`, two backward passes); ``func``: ``torch.func``
    (``vmap(grad(.))`` over the examples, in chunks of ``chunk_size``, :func:`per_sample_gradients`),
-   then :func:`clip_gradients`. A test checks both give the same sum;
+   then :func:`clip_gradients`. A test checks both give the same sum. Each clip scales to
+   ``C (1 - 1e-5)`` in float64 (``dpgen.privacy.clipping``: float32 rounding never lets one example move the
+   sum by more than C). An example with non-finite values or a label outside [0, classes) contributes 0
+   (``dpgen.utils.labels``; no exception, no host read);
 3. the sum plus Gaussian noise ``N(0, (sigma C)^2 I)``, divided by the expected batch size ``q N``
    (the estimator opacus uses for Poisson batches); the optimizer steps on it.
 
 The accountants (``accountants=``), all fed from the same training:
 
-* ``moments`` -- the moments accountant (``dpgen.privacy.accountants.MomentsAccountant``): DP at
-  ``privacy.delta`` (1e-5). This is the run's ledger: the noise is calibrated against it and the run
-  stops before it would exceed ``privacy.epsilon``. ``rdp`` / ``opacus_rdp`` can be added as extra DP
-  ledgers (autodp / opacus).
+* the ledger: ``privacy.accountant`` (default ``auto``: dp-accounting's PLD, the tightest valid accountant for
+  the Poisson-subsampled Gaussian; the WDP presets pin ``moments``, the WDP paper's DP column), DP at
+  ``privacy.delta`` (1e-5): the noise is calibrated against it and the run stops before it would exceed
+  ``privacy.epsilon``. Always on.
+* ``moments`` -- the moments accountant (``dpgen.privacy.accountants.MomentsAccountant``), DP at
+  ``privacy.delta``; ``rdp`` / ``opacus_rdp`` / ``pld`` can be added as extra DP ledgers (autodp / opacus /
+  dp-accounting).
 * ``bdp`` -- the Bayesian accountant (``dpgen.privacy.bayesian.BayesianAccountant``, Triastcyn & Faltings
   2020) at ``bdp_delta`` (1e-10), Hoelder correction ``T`` = the run's planned steps.
 * ``wdp`` -- the Wasserstein accountant (``dpgen.privacy.wdp.WassersteinAccountant``, Theorems 2-3) at
@@ -36,7 +42,7 @@ pairs from the data distribution) follows Triastcyn & Faltings' own implementati
 batch holds fewer than 2 examples is accounted with the worst case ``d = 2 C`` for every pair.
 
 Caveat (as in the BDP/WDP papers): the BDP and WDP budgets are computed from the private gradients and
-are not themselves released privately; the DP budget (moments accountant) is data-independent.
+are not themselves released privately; the DP budget (the ledger's accountant) is data-independent.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ import torch.nn.functional as F
 
 from dpgen.methods.base import Method
 from dpgen.methods.registry import register
+from dpgen.utils.labels import label_in_range, safe_labels
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
                                       check_sample_rate)
@@ -68,8 +75,8 @@ class DPSGDConfig(MethodConfig):
     sampling: str = "poisson"
     clip: float = 1.0
     noise_multiplier: Optional[float] = None
-    #: accountants run on the same training (dpgen/methods/dpsgd.py): moments (DP, the ledger, always on),
-    #: rdp, opacus_rdp (extra DP ledgers), bdp (Bayesian, Triastcyn & Faltings), wdp (Wasserstein)
+    #: accountants run on the same training (dpgen/methods/dpsgd.py) besides the ledger (privacy.accountant,
+    #: always on): moments, rdp, opacus_rdp, pld (DP), bdp (Bayesian, Triastcyn & Faltings), wdp (Wasserstein)
     accountants: List[str] = field(default_factory=lambda: ["moments", "bdp", "wdp"])
     bdp_delta: float = 1e-10
     wdp_delta: float = 1e-10
@@ -89,7 +96,7 @@ class DPSGDConfig(MethodConfig):
         if self.noise_multiplier is not None:
             check_positive(self.noise_multiplier, "method.noise_multiplier")
         for a in self.accountants:
-            _choice(a, "method.accountants[]", ("moments", "rdp", "opacus_rdp", "bdp", "wdp"))
+            _choice(a, "method.accountants[]", ACCOUNTANT_CHOICES)
         _choice(self.per_sample, "method.per_sample", ("ghost", "func"))
         check_delta(self.bdp_delta, "method.bdp_delta")
         check_delta(self.wdp_delta, "method.wdp_delta")
@@ -103,11 +110,12 @@ class DPSGDConfig(MethodConfig):
             check_positive_int(self.chunk_size, "method.chunk_size")
 
 #: accountants dpsgd can run: the DP ledgers and the two pairwise (data-dependent) ones
-DP_ACCOUNTANTS = ("moments", "rdp", "opacus_rdp")
+DP_ACCOUNTANTS = ("moments", "rdp", "opacus_rdp", "pld")
 PAIRWISE_ACCOUNTANTS = ("bdp", "wdp")
 ACCOUNTANT_CHOICES = DP_ACCOUNTANTS + PAIRWISE_ACCOUNTANTS
 #: the papers' framework name of each accountant's budget
-FRAMEWORK = {"moments": "DP", "rdp": "DP", "opacus_rdp": "DP", "bdp": "BDP", "wdp": "WDP"}
+FRAMEWORK = {"moments": "DP", "rdp": "DP", "opacus_rdp": "DP", "pld": "DP", "opacus_prv": "DP", "bdp": "BDP",
+             "wdp": "WDP"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -132,12 +140,24 @@ def per_sample_gradients(model: torch.nn.Module, x: torch.Tensor, y: torch.Tenso
 
     def loss_one(p, b, xi, yi):
         out = functional_call(model, (p, b), (xi.unsqueeze(0),))
-        loss = F.cross_entropy(out, yi.unsqueeze(0))
+        y1 = yi.unsqueeze(0)
+        ok = label_in_range(y1, out.shape[-1])[0]  # an out-of-range label: loss and gradient 0 (module doc)
+        loss = F.cross_entropy(out, safe_labels(y1, out.shape[-1]))
+        loss = torch.where(ok, loss, torch.zeros_like(loss))
         return loss, loss.detach()
 
     grads, losses = vmap(grad(loss_one, has_aux=True), in_dims=(None, None, 0, 0),
                          chunk_size=chunk_size)(params, buffers, x, y)
     return (grads, losses) if return_loss else grads
+
+
+def per_example_cross_entropy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` cross-entropies of the logits ``out``; NaN for a label outside [0, classes) (``F.cross_entropy``
+    would raise there, at a step decided by one private record): the ghost clipping drops a record whose loss
+    is not finite (:class:`dpgen.privacy.per_sample.GhostClippedSum`), so it contributes nothing."""
+    classes = out.shape[-1]
+    ce = F.cross_entropy(out, safe_labels(y, classes), reduction="none")
+    return torch.where(label_in_range(y, classes), ce, torch.full_like(ce, float("nan")))
 
 
 def flatten_gradients(grads: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -246,12 +266,17 @@ class DPSGD(Method):
         self._distances = None  # the pair distances of the last step, for account()
         self._pair_idx = None  # the pair examples sample_batch drew for the next step
         self.ledger = None
+        #: the DP accountant that keeps the budget: the ledger's (privacy.accountant resolved; default PLD), or
+        #: the moments accountant when the method is built without a ledger
+        self.ledger_name = ledger.accountant_name if ledger is not None else "moments"
         if not self.private:
             return
         self.noise_multiplier = check_positive(noise_multiplier, "method.noise_multiplier",
                                                "the Gaussian noise std divided by C")
-        names = list(dict.fromkeys(["moments", *accountants]))  # the moments accountant is the ledger
+        names = list(dict.fromkeys([self.ledger_name, *accountants]))  # the ledger's accountant first
         for a in names:
+            if a == self.ledger_name:
+                continue
             if a not in ACCOUNTANT_CHOICES:
                 raise PrivacyParameterError(
                     f"method.accountants contains {a!r}, an unknown accountant: choose from "
@@ -275,12 +300,15 @@ class DPSGD(Method):
                 raise PrivacyParameterError(
                     f"method.pair_examples={pair_examples} is larger than trainer.batch_size={batch_size}: "
                     "the pairs come from the batch; lower method.pair_examples.")
-        #: the run's dpgen.privacy.ledger.Ledger (moments accountant: calibration and budget); its
-        #: accountant is the "moments" one below, so the ledger and the reported DP epsilon are one
+        #: the run's dpgen.privacy.ledger.Ledger (calibration and budget); its accountant is the one below under
+        #: ``ledger_name``, so the ledger and the reported DP epsilon are one
         self.ledger = ledger
         for a in names:
-            if a == "moments":
+            if a == self.ledger_name:
                 self.accountants[a] = ledger.accountant if ledger is not None else make_accountant("moments")
+                self.deltas[a] = check_delta(delta, "privacy.delta")
+            elif a in ("moments", "pld"):
+                self.accountants[a] = make_accountant(a)
                 self.deltas[a] = check_delta(delta, "privacy.delta")
             elif a == "rdp":
                 self.accountants[a] = make_accountant("rdp", sampling="poisson")
@@ -364,8 +392,7 @@ class DPSGD(Method):
         from dpgen.privacy.per_sample import GhostClippedSum
 
         if self._ghost is None or self._ghost[0] is not model:
-            self._ghost = (model, GhostClippedSum([model], lambda out, t: F.cross_entropy(out, t, reduction="none"),
-                                                  self.clip))
+            self._ghost = (model, GhostClippedSum([model], per_example_cross_entropy, self.clip))
         sums, _, losses = self._ghost[1](x, y)
         return torch.cat([v.reshape(-1) for v in sums]), losses.sum()
 
@@ -429,7 +456,7 @@ class DPSGD(Method):
                 acc.step(noise_std=self.noise_std, sample_rate=self.sample_rate, distances=distances)
             else:
                 acc.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
-            self.timing[a] += time.perf_counter() - t0
+            self.timing[a] = self.timing.get(a, 0.0) + time.perf_counter() - t0
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
@@ -444,8 +471,9 @@ class DPSGD(Method):
                       chunk_size=m.chunk_size, per_sample=m.per_sample)
         if not m.private:
             return cls(private=False, **common)
-        # the ledger: the moments accountant (the WDP paper's DP column) calibrates and keeps the budget
-        ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant="moments",
+        # the ledger: privacy.accountant (auto: dp-accounting's PLD; the WDP presets pin the moments accountant,
+        # the WDP paper's DP column) calibrates and keeps the budget
+        ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant=p.accountant,
                         rel_tol=p.rel_tol)
         z = ledger.calibrate(steps) if m.noise_multiplier is None else ledger.use_noise(m.noise_multiplier)
         method = cls(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
@@ -474,26 +502,33 @@ class DPSGD(Method):
         from dpgen.privacy.accountants import epsilon_for
 
         eps = self.epsilons()
-        delta = self.deltas["moments"]
+        delta = self.deltas[self.ledger_name]
         rep: Dict[str, Any] = {
             "private": True, "noise_multiplier": self.noise_multiplier, "clip": self.clip, "noise_std": self.noise_std,
             "sample_rate": self.sample_rate, "sampling": "poisson", "steps_accounted": self.steps,
             "neighbouring_relation": RELATIONS["poisson"],
             "not_covered": ("the BDP and WDP epsilons (eps_bdp, eps_wdp) are computed from private gradient pairs "
                             "and are not themselves released privately (as in the BDP/WDP papers); the DP "
-                            "(moments) epsilon is data-independent; the test accuracy reads the public test split"),
+                            f"({self.ledger_name}) epsilon is data-independent; the test accuracy reads the public "
+                            "test split"),
             "epsilon_budget": self.epsilon_budget, "epsilon_spent": self.epsilon(), "delta": delta,
             "sigma": self.noise_std,
             "pair_examples": self.pair_examples if self.pairwise else None,
             "pairs_per_step": self.pair_examples * (self.pair_examples - 1) // 2 if self.pairwise else None,
             "accountants": {a: {"framework": FRAMEWORK[a], "epsilon": e, "delta": self.deltas[a],
                                 "attack_probability": attack_probability(e)} for a, e in eps.items()},
+            "ledger_accountant": self.ledger_name,
         }
+        if self.ledger is not None:
+            rep["accountant"] = self.ledger.accountant_text()
         if "wdp" in eps:
             rep["accountants"]["wdp"].update(self.wdp_settings)
         cross = {}  # the DP ledger checked by independent accountants on the same (sigma, q, steps)
-        for name in self.cross_check_names:
-            if name == "moments" or self.steps == 0:
+        names = list(self.cross_check_names)
+        if self.ledger_name != "rdp":  # autodp's RDP bound is printed beside the ledger (PLD by default)
+            names = ["rdp", *[x for x in names if x != "rdp"]]
+        for name in names:
+            if name == self.ledger_name or self.steps == 0:
                 continue
             try:
                 cross[name] = epsilon_for(self.noise_multiplier, self.sample_rate, self.steps, delta,
@@ -519,14 +554,14 @@ class DPSGD(Method):
         return {a: float(acc.get_epsilon(self.deltas[a])) for a, acc in self.accountants.items()}
 
     def epsilon(self) -> float:
-        """The ledger: the moments accountant's epsilon at ``privacy.delta`` (0 when not private)."""
+        """The ledger: its accountant's epsilon at ``privacy.delta`` (0 when not private)."""
         if not self.private:
             return 0.0
-        return float(self.accountants["moments"].get_epsilon(self.deltas["moments"]))
+        return float(self.accountants[self.ledger_name].get_epsilon(self.deltas[self.ledger_name]))
 
     @property
     def steps(self) -> int:
-        return self.accountants["moments"].steps if self.private else 0
+        return self.accountants[self.ledger_name].steps if self.private else 0
 
     # -- ledger (what dpgen.train.publication persists before anything is published) ---------------
     #: every step is a mechanism run the ledger charges

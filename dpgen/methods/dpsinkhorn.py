@@ -11,8 +11,10 @@ Methods (``conf/method/<name>.yaml``):
   N(0, (2 C sigma)^2 I) (dpgen.privacy.image_gradient.ImageGradientMechanism, the whole batch
   gradient clipped as one vector): two real batches differing in one record give clipped
   gradients at most 2C apart, so each step is a Gaussian mechanism with noise multiplier sigma,
-  composed by the Poisson-subsampled RDP accountant (autodp; opacus' RDP accountant reports the
-  same ledger as a cross-check). The run stops before a step would exceed privacy.epsilon.
+  composed by the ledger's accountant for the Poisson-subsampled Gaussian (privacy.accountant; its default
+  ``auto`` is dp-accounting's PLD, with autodp's and opacus' RDP bounds printed beside it as the cross-check).
+  ``method.noise_multiplier``: sigma, or null to calibrate it to the budget at the requested steps. The run
+  stops before a step would exceed privacy.epsilon.
   Only the generator output sees the real data, and the generator's input (latent code, label)
   is data-independent, so the parameter update is post-processing of the noisy image gradient.
   ``method.clip_mode=per_sample`` (dpgen's variant, not the paper's; the embedded default): the loss
@@ -47,8 +49,12 @@ Methods (``conf/method/<name>.yaml``):
   Theorem 9 accountant as cross-check), as appendix D.4 says. The extractors (in the checkpoint)
   are NOT private: release only the generator.
 
-Bad input: labels outside [0, num_classes), batches whose shapes differ, a missing label when
-alpha_c > 0: a ValueError naming the mismatch (dpgen.losses.sinkhorn.conditional_rows).
+Bad input: batches whose shapes differ, a missing label when alpha_c > 0: a ValueError naming the mismatch
+(dpgen.losses.sinkhorn.conditional_rows). A real record whose label lies outside [0, num_classes) (a lazily read
+dataset; in-memory labels are checked once at setup) contributes nothing, without an exception or a host read
+(dpgen.utils.labels): weight 0 in the divergence (batch clip, ``sinkhorn_divergence``'s ``y_mask``), gradient 0
+in the per-record modes (``finite_records``), as a record with non-finite values. The adversarial variant's
+feature extractors (not private, batch norm) still see its image.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
+from dpgen.utils.labels import label_in_range
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
@@ -120,7 +127,8 @@ class DPSinkhornConfig(SinkhornConfig):
     name: str = "dpsinkhorn"
     private: bool = True
     clip: float = 0.5
-    noise_multiplier: float = 1.1
+    #: sigma (the paper's 1.1), or null: calibrated by the ledger to privacy.(epsilon, delta) at the requested steps
+    noise_multiplier: Optional[float] = 1.1
     #: batch: the batch gradient clipped to C as one vector, noise std 2 C sigma (the paper: Algorithm 1 for
     #: dpsinkhorn, appendix B for dpsinkhorn_param); per_sample: each real record's gradient of the
     #: record-separable dual bound clipped to C on its own, summed, noise std C sigma (DP-SGD's clipping:
@@ -131,7 +139,9 @@ class DPSinkhornConfig(SinkhornConfig):
         super().__post_init__()
         _choice(self.clip_mode, "method.clip_mode", ("per_sample", "batch"))
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
-        check_positive(self.noise_multiplier, "method.noise_multiplier")
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "method.noise_multiplier",
+                           "sigma, or null to calibrate it to the budget at the requested steps")
 
 
 @register("sinkhorn")
@@ -179,21 +189,36 @@ class Sinkhorn(GenerativeMethod):
         labels = self.num_classes if self.alpha_c > 0 else 0
         return row_box_diameter(rows.shape[1] - labels, 0.0, 1.0, labels, self.alpha_c)
 
+    def label_mask(self, y: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        """The real records whose label lies in [0, num_classes) (a bool tensor, no host read), or None when
+        labels do not enter the rows (alpha_c = 0, no classes). A record outside it contributes nothing
+        (``dpgen.utils.labels``): weight 0 in the divergence, gradient 0 in the per-record modes."""
+        if self.num_classes <= 0 or self.alpha_c == 0 or y is None:
+            return None
+        return label_in_range(y, self.num_classes)
+
     def divergence(self, fake, y_fake, real, y_real) -> torch.Tensor:
         self._check(fake, real)
         rf = self.rows(fake, y_fake)
         return sinkhorn_divergence(rf, self.rows(real, y_real).detach(), self.epsilon_reg, scaling=self.scaling,
-                                   backend=self.backend, diameter=self.schedule_diameter(rf))
+                                   backend=self.backend, diameter=self.schedule_diameter(rf),
+                                   y_mask=self.label_mask(y_real))
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
         self.last_real_batch = int(real.shape[0])
         return self.divergence(fake, y_fake, real, y_real)
 
-    def finite_records(self, rf: torch.Tensor, rr: torch.Tensor) -> tuple:
-        """(the real rows with every non-finite record replaced by 0, the mask of the finite ones): a record with
-        a non-finite value, or whose term against the generated rows ``rf`` is not finite (a huge value)."""
+    def finite_records(self, rf: torch.Tensor, rr: torch.Tensor, y_real: Optional[torch.Tensor] = None) -> tuple:
+        """(the real rows with every dropped record replaced by 0, the mask of the kept ones): a record is dropped
+        when it has a non-finite value, when its term against the generated rows ``rf`` is not finite (a huge
+        value), or when its label ``y_real`` lies outside [0, num_classes) (:meth:`label_mask`)."""
         with torch.no_grad():
-            ok = torch.isfinite(rr).all(dim=1) & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
+            ok = torch.isfinite(rr).all(dim=1)
+            labels = self.label_mask(y_real)
+            if labels is not None:
+                ok = ok & labels
+            rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+            ok = ok & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
         return torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device)), ok
 
     def record_gradients(self, wrt: torch.Tensor, fake, y_fake, real, y_real, chunk: Optional[int] = None):
@@ -208,7 +233,7 @@ class Sinkhorn(GenerativeMethod):
         gradient into NaN (the costs of a chunk share one cdist), so a per-record bound C holds."""
         self._check(fake, real)
         rf = self.rows(fake, y_fake)
-        rr, ok = self.finite_records(rf, self.rows(real, y_real).detach())
+        rr, ok = self.finite_records(rf, self.rows(real, y_real).detach(), y_real)
         n = rr.shape[0]
         k = n if chunk is None else max(1, int(chunk))
         for start in range(0, n, k):
@@ -218,6 +243,16 @@ class Sinkhorn(GenerativeMethod):
             grads = torch.autograd.grad(terms, wrt, grad_outputs=eye, retain_graph=start + k < n,
                                         is_grads_batched=True)[0]
             yield idx, terms.detach(), grads
+
+
+def ledger_accountant_for(requested: str, sampling: str) -> tuple:
+    """(the accountant a ledger of ``sampling`` uses for privacy.accountant=``requested``, the reason when it is
+    not the one requested): sampling without replacement replaces a Poisson-only accountant by autodp's RDP."""
+    if sampling == "poisson" or requested in ("auto", "rdp"):
+        return requested, None
+    return "rdp", (f"privacy.accountant={requested} analyses Poisson sampling only, and this variant draws one "
+                   "partition per step without replacement (replace one): autodp's RDP bound (Wang et al. 2019), the "
+                   "tightest valid accountant here")
 
 
 #: the adversarial variant's relation: its records are the fixed partitions
@@ -258,22 +293,37 @@ class _PrivateMixin:
         if batch_size > n_private:
             raise ValueError(f"trainer.batch_size={batch_size} is larger than the dataset ({n_private} records): "
                              "lower trainer.batch_size.")
-        self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(m.noise_multiplier),
-                                   sample_rate=float(sample_rate))
         from dpgen.privacy.ledger import Ledger
 
-        # the noise is given: the ledger's accountant (privacy.accountant for Poisson batches) sets the budget
+        # the ledger's accountant: privacy.accountant (auto: dp-accounting's PLD for Poisson batches); the
+        # adversarial variant draws partitions without replacement, which only autodp's RDP analyses here
+        accountant, reason = self.ledger_accountant(p.accountant)
         self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling=self.accountant_sampling,
-                             sample_rate=sample_rate,
-                             accountant=p.accountant if self.accountant_sampling == "poisson" else "rdp")
+                             sample_rate=sample_rate, rel_tol=getattr(p, "rel_tol", 1e-3), accountant=accountant,
+                             reason=reason)
         self.accountant = self.ledger.accountant
-        self.noise_multiplier = self.ledger.use_noise(m.noise_multiplier)
+        if m.noise_multiplier is None:  # null: calibrated to the budget at the requested steps
+            if not steps:
+                raise ValueError(f"method.noise_multiplier=null calibrates the noise for the run's steps, but "
+                                 f"{self.name} was given none: set trainer.steps or trainer.epochs, or give "
+                                 "method.noise_multiplier")
+            self.noise_multiplier = self.ledger.calibrate(int(steps))
+        else:  # the noise is given: the ledger's accountant sets how many steps the budget allows
+            self.noise_multiplier = self.ledger.use_noise(m.noise_multiplier)
+        self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(self.noise_multiplier),
+                                   sample_rate=float(sample_rate))
         self.sample_rate = float(sample_rate)
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
         self.steps_requested = int(steps or 0)
         # None: every requested step fits in the budget (one accountant call, no search)
         self.max_steps = self.ledger.max_steps(self.steps_requested)
+
+    def ledger_accountant(self, requested: str) -> tuple:
+        """(the accountant passed to the ledger, why when the method overrides privacy.accountant=``requested``):
+        the Poisson variants take it as it is; a variant sampling without replacement keeps ``auto`` / ``rdp`` and
+        replaces a Poisson-only accountant by autodp's RDP, saying why."""
+        return ledger_accountant_for(requested, self.accountant_sampling)
 
     def privacy_report(self) -> Dict[str, Any]:
         return {
@@ -433,7 +483,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             x = gen.decode(code)
             self._check(x, real)
             rf = self.rows(x, y_fake)
-            rr, ok = self.finite_records(rf, self.rows(real, y_real))
+            rr, ok = self.finite_records(rf, self.rows(real, y_real), y_real)
             d_img = math.prod(x.shape[1:])
             px = gen.decode_vjp(x)  # [m, |code|]
             n = rr.shape[0]
@@ -635,7 +685,7 @@ class AdversarialSinkhorn(Sinkhorn):
             feats = rf.shape[1] - base.shape[1]
             diameter = math.hypot(self.schedule_diameter(base), 2 * self.alpha_a * math.sqrt(feats))
         return sinkhorn_divergence(rf, self.rows_adv(real, y_real, phi), self.epsilon_reg, scaling=self.scaling,
-                                   backend=self.backend, diameter=diameter)
+                                   backend=self.backend, diameter=diameter, y_mask=self.label_mask(y_real))
 
     def step(self, models, batch) -> Dict[str, torch.Tensor]:
         """The extractor's ascent step, then the generator's gradient under the updated cost."""
@@ -714,9 +764,10 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
         from dpgen.methods.reports import account_subsampled_gaussian
 
         k = cfg.method.num_partitions or max(2, info.n_private // max(cfg.trainer.batch_size, 1))
+        accountant, reason = ledger_accountant_for(cfg.privacy.accountant, "without_replacement")
         return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (adversarial, one partition per "
                                            "step)", units=int(k), per_step=1, sampling="without_replacement",
-                                           accountant="rdp")
+                                           accountant=accountant, reason=reason)
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)

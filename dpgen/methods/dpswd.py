@@ -47,12 +47,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 import torch
-import torch.nn.functional as F
 
 from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_rows
+from dpgen.utils.labels import label_in_range, one_hot_or_zero
 from dpgen.privacy.projection import DPSWDAccounting
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.validation import check_positive, check_positive_int
@@ -173,14 +173,21 @@ class DPSWDConfig(SWDConfig):
 
 def compared_rows(x: torch.Tensor, y, num_classes: int, label_weight: float, label_mode: str = "concat"
                   ) -> torch.Tensor:
-    """The row a record contributes: pixels and label, as ``label_mode`` says (see module doc)."""
+    """The row a record contributes: pixels and label, as ``label_mode`` says (see module doc). A record whose
+    label lies outside [0, num_classes) gives the zero row (no exception, no host read; dpgen.utils.labels),
+    as a record with non-finite values does after :func:`bound_rows`."""
     rows = x.flatten(1)
     if label_mode == "tensor" and num_classes > 0 and y is not None:
-        # x (outer) one_hot(y): the pixels land in the block of their class; ||row|| = ||x||
-        onehot = F.one_hot(y.long(), num_classes).to(rows.dtype)
+        # x (outer) one_hot(y): the pixels land in the block of their class; ||row|| = ||x||; an out-of-range
+        # label has an all-zero one-hot, hence the zero row (a non-finite pixel x 0 is NaN: those rows are zeroed)
+        onehot = one_hot_or_zero(y, num_classes, rows.dtype)
+        ok = label_in_range(y, num_classes).unsqueeze(1)
+        rows = torch.where(ok, rows, torch.zeros((), dtype=rows.dtype, device=rows.device))
         return (rows.unsqueeze(2) * onehot.unsqueeze(1)).flatten(1)
     if num_classes > 0 and label_weight > 0 and y is not None:
-        rows = torch.cat([rows, label_weight * F.one_hot(y.long(), num_classes).to(rows.dtype)], dim=1)
+        rows = torch.cat([rows, label_weight * one_hot_or_zero(y, num_classes, rows.dtype)], dim=1)
+        ok = label_in_range(y, num_classes).unsqueeze(1)
+        rows = torch.where(ok, rows, torch.zeros((), dtype=rows.dtype, device=rows.device))
     return rows
 
 

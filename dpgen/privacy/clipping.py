@@ -8,6 +8,20 @@ NaN, which tells D from D' (the run stops, or the release is visibly different).
 maps a contribution whose norm is not finite (an inf or NaN entry, or a norm that overflows) to zero
 before the noise is added: zero has norm 0 <= C, so the sensitivity holds for every input, and the
 non-finite test the loop makes afterwards reads the release only.
+
+Every clip scales to norm ``C (1 - CLIP_MARGIN)`` (``CLIP_MARGIN`` = 1e-5), the factor computed in float64: the
+factor min(1, C / norm) in float32 let the clipped norm exceed C by float rounding (the norm's sum of squares,
+the factor, the product: about 1e-7 relative each), and the float32 sum of the other records moves by rounding
+when one record is added (up to 1.7e-6 C measured at batch 64, ghost clipping). The margin covers both, so one
+record moves a released sum by at most C, measured (``tests/privacy/test_clip_margin.py``). Every norm here is
+the square root of a ``pow(2).sum()`` (:func:`l2_norms`), which torch accumulates pairwise: 1e-7 relative error
+on 4e6 float32 entries. ``Tensor.norm`` / ``torch.linalg.vector_norm`` accumulate in a row on the CPU, and their
+float32 error grows with the length (measured: 1.2e-5 relative at 1e6 entries, 9.2e-5 at 4e6, which the old
+``clip_whole`` turned into a clipped norm above C, test_clip_margin.py); a float64 norm is as exact but 4-7x slower
+(a float64 copy). A factor below the dtype's smallest normal number (a norm above about 1e37 C in float32, where
+the factor would be subnormal and lose its precision) maps the contribution to 0, as a non-finite norm does.
+Not covered: the per-sample norms opacus computes for the ghost clipping (``dpgen.privacy.per_sample``) use its
+own arithmetic; the tests measure them inside the margin on dpgen's networks.
 """
 
 from __future__ import annotations
@@ -20,29 +34,44 @@ import torch
 from dpgen.privacy.validation import check_positive
 
 
+#: relative margin of every clip (module doc): contributions are scaled to l2 norm <= C (1 - CLIP_MARGIN)
+CLIP_MARGIN = 1e-5
+
+
+def l2_norms(t: torch.Tensor, dim=None) -> torch.Tensor:
+    """The l2 norm of ``t`` over ``dim`` (all of it when None): sqrt(sum of squares) with torch's pairwise sum
+    (module doc), in ``t``'s dtype; inf where the squares overflow it (that contribution then maps to 0)."""
+    sq = t.detach().pow(2)
+    return (sq.sum() if dim is None else sq.sum(dim)).sqrt()
+
+
 def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
-    """min(1, clip / norm) where the norm is finite, 0 where it is not (inf or NaN)."""
-    ok = torch.isfinite(norms)
-    factor = (clip / norms.clamp_min(1e-12)).clamp(max=1.0)
-    return torch.where(ok, factor, torch.zeros_like(factor))
+    """min(1, clip (1 - CLIP_MARGIN) / norm) where the norm is finite, 0 where it is not (inf or NaN): computed and
+    returned in float64, whatever ``norms``' dtype (:func:`scale_finite` rounds it to the contribution's)."""
+    n = norms.detach().to(torch.float64)
+    factor = (float(clip) * (1.0 - CLIP_MARGIN) / n.clamp_min(1e-300)).clamp(max=1.0)
+    return torch.where(torch.isfinite(n), factor, torch.zeros_like(factor))
 
 
 def scale_finite(t: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """``t * factor`` (``factor`` broadcast over ``t``'s trailing dimensions), with 0 where the factor is 0:
-    a non-finite entry times 0 would be NaN."""
+    """``t * factor`` (``factor`` broadcast over ``t``'s trailing dimensions, rounded to ``t``'s dtype), with 0
+    where the factor is 0 or below the dtype's smallest normal number (module doc): a non-finite entry times 0
+    would be NaN."""
     f = factor.reshape(factor.shape + (1,) * (t.dim() - factor.dim()))
-    return torch.where(f > 0, t * f, torch.zeros((), dtype=t.dtype, device=t.device))
+    f = f.to(t.dtype) if t.dtype.is_floating_point else f
+    tiny = torch.finfo(f.dtype).tiny
+    return torch.where(f >= tiny, t * f, torch.zeros((), dtype=t.dtype, device=t.device))
 
 
 def clip_rows(rows: torch.Tensor, bound: float) -> torch.Tensor:
     """Each row of ``rows`` ``[n, d]`` scaled to l2 norm <= ``bound``; a row whose norm is not finite becomes 0."""
-    return scale_finite(rows, clip_factors(rows.norm(dim=1), float(bound)))
+    return scale_finite(rows, clip_factors(l2_norms(rows, dim=1), float(bound))).to(rows.dtype)
 
 
 def clip_whole(t: torch.Tensor, clip: float) -> torch.Tensor:
     """``t`` as one vector scaled to l2 norm <= ``clip``; 0 when its norm is not finite (per-batch clipping)."""
-    factor = clip_factors(t.detach().flatten().norm(2), float(clip))
-    return scale_finite(t, factor)
+    factor = clip_factors(l2_norms(t), float(clip))
+    return scale_finite(t, factor).to(t.dtype)
 
 
 def clip_per_sample(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.Tensor], torch.Tensor]:
@@ -52,9 +81,9 @@ def clip_per_sample(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.
     clip = check_positive(clip, "clip", "the per-sample gradient clipping bound C")
     n = grads[0].shape[0]
     # explicit row sizes: an empty Poisson batch (n = 0) has no -1 to infer
-    norms = torch.sqrt(sum(t.reshape(n, math.prod(t.shape[1:])).pow(2).sum(1) for t in grads))
+    norms = torch.sqrt(sum(l2_norms(t.reshape(n, math.prod(t.shape[1:])), dim=1).pow(2) for t in grads))
     factor = clip_factors(norms, clip)
-    return [scale_finite(t, factor) for t in grads], norms
+    return [scale_finite(t, factor).to(t.dtype) for t in grads], norms
 
 
 def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
@@ -66,4 +95,5 @@ def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
     return torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
 
-__all__ = ["clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "finite_gradients", "scale_finite"]
+__all__ = ["CLIP_MARGIN", "clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "finite_gradients", "l2_norms",
+           "scale_finite"]

@@ -179,10 +179,46 @@ def best_epsilon_lower_bound(scores: Sequence[float], included: Sequence[bool], 
     return {**best, "settings": settings, "level_per_setting": a, "confidence": confidence}
 
 
+def noise_from_release(x: np.ndarray) -> float:
+    """A robust estimate of the noise std in projections ``x`` of released noisy sums onto unit directions
+    (mostly noise: a canary's signal is in a sampled step's projection only): median |x| / 0.6745, the
+    normal distribution's median absolute deviation about 0. A function of the release alone."""
+    a = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+    if a.size == 0 or not np.all(np.isfinite(a)):
+        raise ValueError("noise_from_release needs finite projections")
+    return float(np.median(a) / 0.6744897501960817)
+
+
+def poisson_gaussian_scores(x: np.ndarray, mu: np.ndarray, q: float, sigma: Optional[float] = None) -> np.ndarray:
+    """Each canary's log-likelihood ratio "in" vs "out" of a Poisson-subsampled Gaussian run, summed over steps:
+    ``x`` [T, m] the release projected onto each canary's unit direction at step t (in units of the clip C),
+    ``mu`` [T, m] the canary's signal there when its record is drawn (its clipped norm / C, known to the auditor
+    from public values), ``q`` the sampling rate; per step the canary is drawn with probability q, so
+
+        score_i = sum_t log(1 - q + q exp((mu_ti x_ti - mu_ti^2 / 2) / sigma^2)),
+
+    the Neyman-Pearson statistic of the step mixture (a sum of x weighs a step without the canary as much as
+    one with it). ``sigma``: the noise std in units of C; None: :func:`noise_from_release` of ``x`` (the auditor
+    reads the noise off the release, so a run with less noise than claimed is scored at its real noise)."""
+    x = np.asarray(x, dtype=np.float64)
+    mu = np.broadcast_to(np.asarray(mu, dtype=np.float64), x.shape)
+    if x.ndim != 2:
+        raise ValueError(f"x must be [steps, canaries], got shape {x.shape}")
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"q={q} is invalid: the sampling rate lies in (0, 1]")
+    s = noise_from_release(x) if sigma is None else float(sigma)
+    if not s > 0:
+        raise ValueError(f"sigma={s} is invalid: the noise std must be > 0")
+    z = (mu * x - 0.5 * mu * mu) / (s * s)
+    step = np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1.0 else z
+    return step.sum(axis=0)
+
+
 def max_epsilon_lower_bound(m: int, r: int, delta: float = 0.0, confidence: float = CONFIDENCE) -> float:
     """The most an audit with r guesses on m canaries can show: every guess right."""
     return epsilon_lower_bound(m, r, r, delta, confidence)
 
 
 __all__ = ["CONFIDENCE", "guess_accuracy", "p_value", "epsilon_lower_bound", "guesses_from_scores",
-           "count_correct", "guess_grid", "best_epsilon_lower_bound", "max_epsilon_lower_bound"]
+           "count_correct", "guess_grid", "best_epsilon_lower_bound", "max_epsilon_lower_bound", "noise_from_release",
+           "poisson_gaussian_scores"]

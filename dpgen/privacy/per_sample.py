@@ -6,8 +6,10 @@ Pass 1 back-propagates sum_i l_i with opacus' hooks on and reads the per-sample 
 back-propagates sum_i c_i l_i (c_i the clip factors, constants) with the hooks off, whose gradient is
 exactly the clipped sum. A record whose loss or gradient norm is not finite gets c_i = 0 and, in pass 2,
 a zero input: a fresh forward pass, because back-propagating 0 through the non-finite activations it left
-in pass 1's graph would give NaN for every record (0 x inf); so its contribution is exactly 0 and the
-sensitivity C holds for every input.
+in pass 1's graph would give NaN for every record (0 x inf), and pass 2 sums c_i l_i through ``where`` so that
+a loss still non-finite on the zero input (an out-of-range label: DP-SGD's loss is NaN there) passes a zero
+gradient; so its contribution is exactly 0 and the sensitivity C holds for every input. c_i is computed in
+float64 with the clip margin of :mod:`dpgen.privacy.clipping` (norm <= C (1 - 1e-5)).
 
 Used by DP-SGD (``dpgen/methods/dpsgd.py``, ``method.per_sample=ghost``) and DP-DANN's target term;
 :class:`PerSampleGrads` gives the materialised per-sample gradients through opacus, a cross-check.
@@ -105,11 +107,18 @@ class GhostClippedSum(OpacusCopy):
             finite = torch.isfinite(losses.detach())
             coef = clipping.clip_factors(torch.where(finite, norms, norms.new_full((), float("inf"))),
                                          self.clip)  # 0 for a record whose loss or norm is not finite
+            # in the losses' dtype; a factor that would be subnormal there (a norm above ~1e37 C) is 0, as in
+            # clipping.scale_finite
+            coef = coef.to(losses.dtype)
+            coef = torch.where(coef >= torch.finfo(coef.dtype).tiny, coef, torch.zeros_like(coef))
             self._clear()
             self.gsm.disable_hooks()
             keep = (coef > 0).view(-1, *([1] * (x.dim() - 1)))
             safe = torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
-            (coef * self.loss(self.gsm(safe), *targets)).sum().backward()
+            # a record dropped (c_i = 0) takes no part in pass 2 even when its loss is not finite on the zero
+            # input (an out-of-range label gives a NaN loss): where() passes it a zero gradient, 0 x NaN would not
+            pass2 = self.loss(self.gsm(safe), *targets)
+            torch.where(coef > 0, coef * pass2, torch.zeros((), dtype=pass2.dtype, device=pass2.device)).sum().backward()
         sums = [v.grad.detach().clone() for v in params]
         self._clear()
         return sums, norms, losses.detach()
