@@ -328,13 +328,17 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
                 "loop_steps": before.get("loop_steps", 0) + step - clock["step0"],
                 "last_logs": last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
 
-    def checkpoint():
+    def checkpoint(full: bool = True):
         # the privacy of these weights goes into the same file (what a release, a sweep row or a table cell
-        # states: dpgen.train.run_record), computed after the ledger has counted the step
+        # states: dpgen.train.run_record), computed after the ledger has counted the step; a periodic checkpoint
+        # records the step count only (the whole report costs an accountant call, ~0.7 s under PLD, and only the
+        # last step's weights are released; an interrupted run's epsilon is computed from its ledger when read)
+        record = (privacy_block(cfg, method, task.n_private) if full else
+                  {"partial": True, "private": bool(method.private), "private_steps": method.spent_steps()})
         publisher.checkpoint(lambda: ckpt.save(run_state(
             cfg, step, sampler_gen, noise_gen, settings, models=nets.state_dict(), optimizer=opt.state_dict(),
             method=method.state_dict(), ema=ema.model.state_dict() if ema is not None else None,
-            elapsed=elapsed(), privacy=privacy_block(cfg, method, task.n_private))))
+            elapsed=elapsed(), privacy=record)))
 
     task.prepare(method, out)  # a release before training (a DP mean), if the method makes one
     # a checkpoint at step 0 for every task, before anything is published (what was released before training is
@@ -421,7 +425,7 @@ def _fit(cfg, task: Task, output_dir, threads) -> Dict[str, Any]:
                 if "loss" in last_logs:
                     bar.set_postfix(loss=f"{last_logs['loss']:.4g}")
             if step % t.checkpoint_every == 0 or last or stop.requested:
-                checkpoint()
+                checkpoint(full=last or stop.requested)
             if stop.requested and not last:  # a cluster's time-limit warning: the checkpoint is written, hand over
                 bar.close()
                 stop.hand_over(step, ckpt.path, resume_hint)

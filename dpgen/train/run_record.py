@@ -1,7 +1,9 @@
 """What a run folder says about its weights: the one way a release, a sweep row and a table cell read it.
 
 The weights a release samples are ``checkpoints/last.pt``; the privacy they carry is the ledger record
-written INTO that checkpoint (``privacy``: the run's privacy report at the checkpoint's step), never a
+written INTO that checkpoint (``privacy``: the run's full privacy report in the checkpoint of its last step and
+in a checkpoint written on a signal; a periodic checkpoint records its step count only, ``partial``, and its
+epsilon is computed from the ledger the checkpoint holds when it is asked for), never a
 ``metrics.json`` that may describe an earlier generator (a run resumed with more steps and interrupted
 before it finished). ``metrics.json`` counts only when it describes the checkpoint's step.
 
@@ -61,6 +63,9 @@ class RunRecord:
     privacy: Optional[Dict[str, Any]]
     #: mechanism steps in ``checkpoints/ledger.json`` (None: no file)
     ledger_steps: Optional[int]
+    #: the checkpoint's ledger (its method's accountant state) and delta, for :meth:`epsilon` of a partial record
+    ledger_state: Optional[Dict[str, Any]] = None
+    delta: Optional[float] = None
 
     @property
     def status(self) -> str:
@@ -78,14 +83,31 @@ class RunRecord:
         return self.result if self.status == "finished" else None
 
     def epsilon(self) -> Optional[float]:
-        """Epsilon spent by the weights (the checkpoint's record), None when unknown or not private."""
+        """Epsilon spent by the weights (the checkpoint's record, else its ledger), None when unknown."""
         eps = (self.privacy or {}).get("epsilon_spent")
-        return float(eps) if isinstance(eps, (int, float)) else None
+        if isinstance(eps, (int, float)):
+            return float(eps)
+        return epsilon_of_ledger(self.ledger_state, self.delta)
 
     def stale_reason(self) -> str:
         return (f"{self.folder / 'metrics.json'} describes step {self.result.get('steps')}, but the checkpoint "
                 f"({self.folder / 'checkpoints' / 'last.pt'}) holds the weights of step {self.checkpoint_step}: the run "
                 "was resumed and has not finished, so that file's epsilon and accuracy are not those of the weights")
+
+
+def epsilon_of_ledger(acc: Optional[Dict[str, Any]], delta: Optional[float]) -> Optional[float]:
+    """Epsilon of a checkpoint's ledger (the accountant state of a method that keeps one Ledger), else None."""
+    if not isinstance(acc, dict) or "history" not in acc or not acc.get("name") or delta is None:
+        return None
+    from dpgen.privacy.accountants import RDPAccountant, make_accountant
+
+    try:
+        a = (RDPAccountant(sampling=acc.get("sampling", "without_replacement")) if acc["name"] == "rdp"
+             else make_accountant(acc["name"]))
+        a.load_state_dict(acc)
+        return float(a.get_epsilon(float(delta)))
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def read_run(folder, result: str = "metrics.json", state: Optional[Dict[str, Any]] = None) -> RunRecord:
@@ -98,11 +120,15 @@ def read_run(folder, result: str = "metrics.json", state: Optional[Dict[str, Any
         state = load_checkpoint_file(ckpt)
     step = int(state["step"]) if state is not None and "step" in state else None
     privacy = (state or {}).get("privacy")
+    if privacy is not None and privacy.get("partial"):
+        privacy = None  # a periodic checkpoint's record: its step count only
     if privacy is None and res is not None and step is not None and res.get("steps") == step:
         privacy = res.get("privacy")  # written by a dpgen whose checkpoints kept no record: the same step's
     ledger = _json(folder / "checkpoints" / "ledger.json")
     ledger_steps = int(ledger["steps"]) if ledger and "steps" in ledger else None
-    return RunRecord(folder, res, step, privacy, ledger_steps)
+    acc = ((state or {}).get("method") or {}).get("accountant")
+    delta = ((state or {}).get("privacy_settings") or {}).get("privacy.delta")
+    return RunRecord(folder, res, step, privacy, ledger_steps, acc if isinstance(acc, dict) else None, delta)
 
 
 def remove_final_results(folder) -> list:

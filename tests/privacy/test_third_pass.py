@@ -241,3 +241,27 @@ def test_a_declared_size_unlike_the_datasets_is_a_warning_when_the_config_is_rea
 def test_wall_clock_timings_are_listed_as_not_covered(tmp_path):
     m = run_task(_cfg("trainer.steps=2"), tmp_path / "run")
     assert "wall-clock timings" in str(m["privacy"]["not_covered"])
+
+
+def test_a_periodic_checkpoint_records_its_steps_and_its_epsilon_is_read_from_its_ledger(tmp_path, monkeypatch):
+    """A periodic checkpoint holds a partial record (a full report costs an accountant call); a job killed after it
+    still shows the epsilon its checkpoint's ledger holds, equal to a finished run of that many steps."""
+    from dpgen.sweeps import job_row
+    from dpgen.train.run_record import read_run
+
+    ten = run_task(_cfg("trainer.steps=10"), tmp_path / "ten")
+    original = GenerationTask.next_batch
+
+    def crash(self, method, sampler_gen, step, target_steps):
+        if step == 12:
+            raise RuntimeError("killed")
+        return original(self, method, sampler_gen, step, target_steps)
+
+    monkeypatch.setattr(GenerationTask, "next_batch", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_task(_cfg("trainer.steps=20", "trainer.checkpoint_every=5"), tmp_path / "run")
+    state = _ckpt(tmp_path / "run")
+    assert state["step"] == 10 and state["privacy"]["partial"] and "epsilon_spent" not in state["privacy"]
+    rec = read_run(tmp_path / "run")
+    assert rec.status == "interrupted" and rec.epsilon() == pytest.approx(ten["privacy"]["epsilon_spent"], rel=1e-9)
+    assert job_row(tmp_path / "run", tmp_path)["epsilon"] == pytest.approx(ten["privacy"]["epsilon_spent"], rel=1e-9)
