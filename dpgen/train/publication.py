@@ -142,16 +142,21 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int] = None
 #: what a run writes into its folder (besides config.yaml and the lock): a fresh start removes the earlier
 #: run's copies, so that nothing published outlives the ledger that charged it
 #: (``privatised_data.pt``: entropic-LDP's locally privatised release)
-RUN_ARTEFACTS = ("metrics.jsonl", "metrics.csv", "metrics.json", "samples.png", "tensorboard", "wandb",
-                 "checkpoints", "privatised_data.pt")
+#: what a run writes when it ends, describing the generator of its last step: a resumed run that trains again
+#: removes them before its first step (dpgen.train.run_record; ``table_result.json`` / ``table_generations``:
+#: dpgen.tables.grid's)
+FINAL_RESULTS = ("metrics.json", "metrics_final.csv", "samples.png", "table_result.json", "table_generations")
+RUN_ARTEFACTS = ("metrics.jsonl", "metrics.csv", "metrics.json", "metrics_final.csv", "samples.png", "tensorboard",
+                 "wandb", "checkpoints", "privatised_data.pt", "table_result.json", "table_generations")
 
 
-def remove_run_artefacts(output_dir) -> list:
-    """Remove what an earlier run published in ``output_dir`` (:data:`RUN_ARTEFACTS`); returns the names removed."""
+def remove_run_artefacts(output_dir, names=RUN_ARTEFACTS) -> list:
+    """Remove ``names`` from ``output_dir`` (default: what an earlier run published, :data:`RUN_ARTEFACTS`);
+    returns the names removed."""
     import shutil
 
     removed = []
-    for name in RUN_ARTEFACTS:
+    for name in names:
         path = Path(output_dir) / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -267,5 +272,5 @@ def _config_dict(cfg) -> Dict[str, Any]:
         return {}
 
 
-__all__ = ["LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",
+__all__ = ["FINAL_RESULTS", "LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",
            "check_resume_settings", "privacy_settings", "remove_run_artefacts", "stop_step"]

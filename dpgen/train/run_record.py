@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-#: what a run writes when it ends, describing the generator of its last step: a resumed run that trains again
-#: removes them before its first step (``table_result.json`` / ``table_generations``: dpgen.tables.grid's)
-FINAL_RESULTS = ("metrics.json", "metrics_final.csv", "samples.png", "table_result.json", "table_generations")
+from dpgen.train.publication import FINAL_RESULTS, remove_run_artefacts
 
 
 def load_checkpoint_file(path, materialise: bool = False) -> Dict[str, Any]:
@@ -134,19 +132,7 @@ def read_run(folder, result: str = "metrics.json", state: Optional[Dict[str, Any
 def remove_final_results(folder) -> list:
     """Remove what an earlier sitting wrote when it ended (:data:`FINAL_RESULTS`): called before a resumed run
     trains again, so that no file describes weights other than the checkpoint's. Returns the names removed."""
-    import shutil
-
-    removed = []
-    for name in FINAL_RESULTS:
-        path = Path(folder) / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-        else:
-            continue
-        removed.append(name)
-    return removed
+    return remove_run_artefacts(folder, FINAL_RESULTS)
 
 
 __all__ = ["FINAL_RESULTS", "RunRecord", "load_checkpoint_file", "read_run", "remove_final_results"]
