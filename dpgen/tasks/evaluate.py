@@ -99,7 +99,9 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     for name, r in res.items():
         if isinstance(r, dict) and "test_acc" in r:
             print(f"  {name}: {r['test_acc']:.2f}%")
-    if privacy["known"] and isinstance(privacy.get("epsilon_spent"), (int, float)):
+    if privacy["known"] and not privacy.get("private"):
+        print("  the set's privacy (its datasheet): NOT PRIVATE (trained without a privacy mechanism)")
+    elif privacy["known"] and isinstance(privacy.get("epsilon_spent"), (int, float)):
         print(f"  the set's privacy (its datasheet): epsilon {privacy['epsilon_spent']:.4f} at delta {privacy['delta']} "
               f"after {privacy['training_steps']} steps ({privacy['method']} on {privacy['dataset']})")
     else:
