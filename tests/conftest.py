@@ -132,3 +132,36 @@ def _release_cached_gpu_memory():
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for a test of small tensors (idle intra-op threads spin; on a busy 2-core machine the
+    per-record backward passes ran 100x slower with 2 threads)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def signal_at(monkeypatch):
+    """``signal_at(step, signum, task=GenerationTask)``: send this process ``signum`` when the training loop asks
+    ``task`` for the batch of ``step`` (the handler then sees it mid-run, as a cluster's or a user's signal would)."""
+    import signal as _signal
+
+    def arm(at_step, signum=_signal.SIGUSR2, task=None):
+        if task is None:
+            from dpgen.tasks.generation import GenerationTask as task
+        original = task.next_batch
+
+        def next_batch(self, method, sampler_gen, step, target_steps):
+            if step == at_step:
+                os.kill(os.getpid(), signum)
+            return original(self, method, sampler_gen, step, target_steps)
+
+        monkeypatch.setattr(task, "next_batch", next_batch)
+
+    return arm

@@ -30,14 +30,7 @@ VALUES = {"3e38": 3e38, "-3e38": -3e38, "1e30": 1e30, "1e18": 1e18, "1e6": 1e6, 
 NONFINITE = ("inf", "-inf", "nan", "mixed")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one torch thread (idle intra-op threads spin; on a busy 2-core machine the per-record backward
-    passes ran 100x slower with 2 threads)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small tensors (tests/conftest.py)
 
 
 def _record(shape, what):

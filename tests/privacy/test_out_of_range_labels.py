@@ -24,14 +24,7 @@ from dpgen.methods.registry import DataInfo, build
 BAD_LABELS = (-1, 10, 10 ** 9)  # num_classes = 10
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one torch thread (idle intra-op threads spin; on a busy 2-core machine the per-record backward
-    passes ran 100x slower with 2 threads)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small tensors (tests/conftest.py)
 
 
 def _digits(n=30, seed=0, side=8):

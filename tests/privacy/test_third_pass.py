@@ -33,17 +33,6 @@ def _cfg(*overrides):
     return compose_config([*base, *overrides])
 
 
-def _signal_at(monkeypatch, at_step, signum=signal.SIGINT, task=GenerationTask):
-    original = task.next_batch
-
-    def next_batch(self, method, sampler_gen, step, target_steps):
-        if step == at_step:
-            os.kill(os.getpid(), signum)
-        return original(self, method, sampler_gen, step, target_steps)
-
-    monkeypatch.setattr(task, "next_batch", next_batch)
-
-
 def _ckpt(run):
     return torch.load(run / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
 
@@ -52,11 +41,11 @@ def _ckpt(run):
 
 
 @pytest.fixture
-def resumed_and_interrupted(tmp_path, monkeypatch):
+def resumed_and_interrupted(tmp_path, monkeypatch, signal_at):
     """The issue's reproduction, shortened: a finished 4-step run, resumed for 20 steps and stopped at step 11."""
     run = tmp_path / "run"
     first = run_task(_cfg("trainer.steps=4"), run)
-    _signal_at(monkeypatch, 10)
+    signal_at(10, signal.SIGINT)
     with pytest.raises(SystemExit) as e:
         run_task(_cfg("trainer.steps=20", "resume=auto", "trainer.checkpoint_every=5"), run)
     assert e.value.code == EXIT_INTERRUPTED
@@ -126,9 +115,9 @@ def test_a_finished_resume_releases_the_epsilon_of_its_checkpoint(resumed_and_in
 # ---- 2. interruptions --------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_epsilon(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_epsilon(tmp_path, monkeypatch, signal_at, capsys):
     ref = run_task(_cfg("trainer.steps=12"), tmp_path / "ref")
-    _signal_at(monkeypatch, 5)
+    signal_at(5, signal.SIGINT)
     with pytest.raises(SystemExit) as e:
         run_task(_cfg("trainer.steps=12", "trainer.checkpoint_every=1000", "trainer.log_every=2"), tmp_path / "run")
     assert e.value.code == EXIT_INTERRUPTED
@@ -148,8 +137,8 @@ def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_e
     assert m["privacy"]["epsilon_spent"] == ref["privacy"]["epsilon_spent"]
 
 
-def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(run_cli, tmp_path, monkeypatch):
-    _signal_at(monkeypatch, 3)
+def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(run_cli, tmp_path, monkeypatch, signal_at):
+    signal_at(3, signal.SIGINT)
     code, out = run_cli(*ARGS, "trainer.steps=10")
     assert code == EXIT_INTERRUPTED and "Traceback" not in out
     assert "SIGINT received: stopped after step 4" in out

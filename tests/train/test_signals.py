@@ -3,32 +3,19 @@ the ledger, then hands over to the handler that was there (submitit's requeue); 
 epsilon of an uninterrupted one and spends no step twice."""
 
 import json
-import os
 import signal
 
 import pytest
 
 from dpgen.config import compose_config
 from dpgen.tasks import run as run_task
-from dpgen.tasks.generation import GenerationTask
 from dpgen.train.signals import EXIT_REQUEUE
 
 ARGS = ["trainer.progress=false", "trainer.epochs=null", "trainer.steps=12", "task.eval_models=[]",
         "trainer.checkpoint_every=1000", "trainer.log_every=1000"]
 
 
-def _signal_at(monkeypatch, at_step, signum=signal.SIGUSR2):
-    original = GenerationTask.next_batch
-
-    def next_batch(self, method, sampler_gen, step, target_steps):
-        if step == at_step:
-            os.kill(os.getpid(), signum)
-        return original(self, method, sampler_gen, step, target_steps)
-
-    monkeypatch.setattr(GenerationTask, "next_batch", next_batch)
-
-
-def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_path, monkeypatch):
+def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_path, monkeypatch, signal_at):
     ref = run_task(compose_config(ARGS), tmp_path / "ref")
     calls = []
 
@@ -41,7 +28,7 @@ def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_
 
     previous = signal.signal(signal.SIGUSR2, submitit_handler)
     try:
-        _signal_at(monkeypatch, 5)
+        signal_at(5)
         with pytest.raises(Requeued):
             run_task(compose_config(ARGS), tmp_path / "run")
         assert calls == [signal.SIGUSR2]
@@ -57,12 +44,12 @@ def test_usr2_checkpoints_at_the_step_boundary_then_calls_submitits_handler(tmp_
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR2, signal.SIGTERM], ids=["USR2", "TERM"])
-def test_a_signal_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_path, monkeypatch, signum):
+def test_a_signal_without_a_cluster_handler_exits_75_after_the_checkpoint(tmp_path, monkeypatch, signum, signal_at):
     """Outside submitit (and for SIGTERM, which SLURM sends KillWait seconds before killing a requeued or
     cancelled job): checkpoint at the end of the step, exit 75."""
     previous = signal.signal(signum, signal.SIG_DFL)
     try:
-        _signal_at(monkeypatch, 3, signum)
+        signal_at(3, signum)
         with pytest.raises(SystemExit) as e:
             run_task(compose_config(ARGS), tmp_path / "run")
         assert e.value.code == EXIT_REQUEUE
