@@ -115,7 +115,17 @@ def test_a_finished_resume_releases_the_epsilon_of_its_checkpoint(resumed_and_in
 # ---- 2. interruptions --------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_epsilon(tmp_path, monkeypatch, signal_at, capsys):
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT handled as in a terminal (Python's own handler): a shell starts a background job with SIGINT ignored,
+    and the handler a run restores is the one it found."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_epsilon(
+        tmp_path, monkeypatch, signal_at, capsys, terminal_sigint):
     ref = run_task(_cfg("trainer.steps=12"), tmp_path / "ref")
     signal_at(5, signal.SIGINT)
     with pytest.raises(SystemExit) as e:
@@ -137,7 +147,8 @@ def test_ctrl_c_finishes_the_step_checkpoints_and_resumes_to_the_uninterrupted_e
     assert m["privacy"]["epsilon_spent"] == ref["privacy"]["epsilon_spent"]
 
 
-def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(run_cli, tmp_path, monkeypatch, signal_at):
+def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(
+        run_cli, tmp_path, monkeypatch, signal_at, terminal_sigint):
     signal_at(3, signal.SIGINT)
     code, out = run_cli(*ARGS, "trainer.steps=10")
     assert code == EXIT_INTERRUPTED and "Traceback" not in out
