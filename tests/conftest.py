@@ -1,6 +1,7 @@
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The suite runs as on a bare clone, whatever this machine has installed: FID weights that `make fid-weights` put in
+# the torch hub cache (or $DPGEN_FID_WEIGHTS) would turn every preset with task.fid=true into a real Inception pass
+# on the CPU. Tests that need weights name them (a file, or weights="random").
+os.environ["TORCH_HOME"] = str(Path(tempfile.gettempdir()) / "dpgen-tests-torch-home")  # empty: no cached weights
+os.environ.pop("DPGEN_FID_WEIGHTS", None)
 import dpgen  # noqa: E402,F401  (before any test imports POT: it keeps POT's JAX backend off, dpgen/__init__.py)
 
 
