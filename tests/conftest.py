@@ -140,9 +140,9 @@ def _release_cached_gpu_memory():
         torch.cuda.empty_cache()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def one_torch_thread():
-    """One torch thread for a test of small tensors (idle intra-op threads spin; on a busy 2-core machine the
+    """One torch thread for a module of small-tensor tests (idle intra-op threads spin; on a busy 2-core machine the
     per-record backward passes ran 100x slower with 2 threads)."""
     import torch
 

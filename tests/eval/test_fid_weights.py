@@ -16,13 +16,7 @@ from dpgen.eval.fid import (FID_WEIGHTS_FILE, FIDUnavailable, InceptionFeatures,
                             find_fid_weights)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread():
-    """One intra-op thread: on a busy 2-core machine, 2 torch/BLAS threads are much slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,7 @@ from dpgen.eval.logreg import (PATHS, FusedLogisticRegression, LogRegObjective, 
                                fit_logreg_fused)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
