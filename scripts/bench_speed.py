@@ -14,6 +14,8 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
                     L-BFGS LogReg | floor: training FLOPs / sgemm rate measured in the same run | peer (MLP,
                     LogReg): their own matrix products timed alone at their shapes; the MLP's autograd step
                     (before its closed-form backward, MLPStep); the CNN with each ReLU before its max-pool
+  fid               FID's Inception feature pass, 50 images | floor: its FLOPs / sgemm rate measured in the same
+                    run | peer: the same network in the contiguous layout (before issue 53)
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
@@ -543,6 +545,41 @@ def bench_dpsgd(repeats, quick):
              "unit": "s/step", **t}]
 
 
+def bench_fid(repeats, quick):
+    """FID's feature pass (pytorch-fid's Inception v3 at 299 x 299, the bottleneck of every FID on a CPU): one batch
+    of 50 MNIST-size images as dpgen runs it (channels-last, inference mode) beside the contiguous layout it used
+    before issue 53 and the floor = the network's FLOPs (torch.utils.flop_counter) / this device's sgemm rate.
+    The real FID weights when installed, else the same network with random weights (the same FLOPs)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from dpgen.eval.fid import FIDUnavailable, InceptionFeatures
+
+    try:
+        ext, weights = InceptionFeatures(device=DEV, batch_size=50), "FID weights"
+    except FIDUnavailable:
+        ext, weights = InceptionFeatures("random", device=DEV, batch_size=50), "random weights (same FLOPs)"
+    x = torch.rand(50, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as fc:
+        with torch.inference_mode():
+            ext.model(x[:1].repeat(1, 3, 1, 1).to(DEV))
+    flops = fc.get_total_flops()
+    contiguous = InceptionFeatures("random", device=DEV, batch_size=50)
+    contiguous.model = contiguous.model.to(memory_format=torch.contiguous_format)
+
+    def before():  # the feature pass before issue 53: contiguous tensors, no_grad
+        with torch.no_grad():
+            contiguous.model(x.repeat(1, 3, 1, 1).to(DEV))
+
+    a = torch.randn(2048, 2048, device=DEV)
+    t = timed({"dpgen": lambda: ext(x), "contiguous, no_grad (before)": before, "sgemm": lambda: a @ a},
+              max(2, repeats // 2 if not quick else 1))
+    rate = 2 * 2048 ** 3 / t.pop("sgemm")
+    floor = 50 * flops / rate
+    return [{"what": f"FID Inception feature pass, 50 images 28 x 28 -> 299 x 299 ({weights}; "
+                     f"{flops / 1e9:.2f} GFLOP an image)", "unit": "s", **t, "floor (FLOPs / sgemm rate)": floor,
+             "x floor": t["dpgen"] / floor, "images/s (dpgen)": 50 / t["dpgen"], "sgemm GFLOP/s": rate / 1e9}]
+
+
 def bench_da(steps):
     from bench_da import da_steps_per_second  # scripts/bench_da.py: the one DA step loop of the benchmarks
 
@@ -660,6 +697,7 @@ def main(argv=None):
              ("frame_draw", lambda: bench_frame(args.repeats)),
              ("dpswd_mnist", lambda: bench_dpswd_mnist(args.repeats, steps)),
              ("eval", lambda: bench_eval(args.repeats, args.quick)),
+             ("fid", lambda: bench_fid(args.repeats, args.quick)),
              ("dpsinkhorn_steps", lambda: bench_dpsinkhorn(steps)),
              ("param_per_sample", lambda: bench_param_per_sample(args.repeats)),
              ("per_record_image_gradient", lambda: bench_per_record_image_gradient(args.repeats)),
