@@ -214,7 +214,7 @@ class AccountingTaskConfig(TaskConfig):
     eval_models: Optional[List[str]] = None
     eval_max_epochs: Optional[int] = None
     logreg_solver: Optional[str] = None
-    fid: Optional[bool] = None
+    fid: Any = None
     fid_samples: Optional[int] = None
     synthetic: Optional[str] = None
     model: Optional[str] = None
@@ -246,10 +246,12 @@ class GenerationTaskConfig(TaskConfig):
     #: LogReg's fit: fused (scikit-learn's objective and L-BFGS call, the loss and gradient in fused float32
     #: products; dpgen/eval/logreg.py) or sklearn (scikit-learn's own fit); the same model to L-BFGS's tolerance
     logreg_solver: str = "fused"
-    #: FID of `fid_samples` generated images vs the test split (pytorch-fid Inception weights from
-    #: $DPGEN_FID_WEIGHTS or the torch hub cache; without them metrics.json says why FID is missing)
-    fid: bool = False
-    fid_samples: int = 10000
+    #: FID with precision / recall / density / coverage of `fid_samples` generated images vs the whole test split
+    #: (pytorch-fid's Inception weights from $DPGEN_FID_WEIGHTS or the torch hub cache: `make fid-weights`):
+    #: auto (computed when the weights are installed, else n/a), true (a warning when they are not), false
+    fid: Any = "auto"
+    #: generated images for FID (null: min(10,000, 5 x the test split); the DP-Sinkhorn paper: 60,000)
+    fid_samples: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.n_synthetic is not None:
@@ -257,6 +259,13 @@ class GenerationTaskConfig(TaskConfig):
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
         _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)
+        if self.fid not in (True, False, "auto"):
+            raise ValueError(f"task.fid={self.fid!r}: use true, false or auto (auto: FID when the Inception weights "
+                             "are installed)")
+        if self.fid_samples is not None:
+            check_positive_int(self.fid_samples, "task.fid_samples")
+            if self.fid_samples < 2:
+                raise ValueError(f"task.fid_samples={self.fid_samples}: FID needs at least 2 generated images")
 
 
 @dataclass

@@ -152,7 +152,11 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
     """``privacy``: the report recorded in the checkpoint whose weights were sampled (with its ``checkpoint_step``)."""
     p = privacy
     ds = metrics.get("downstream") or {}
-    acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v}
+    acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v and k != "class_mean"}
+    fidelity = {k: metrics.get(k) for k in ("fid", "precision", "recall", "density", "coverage", "fid_protocol")
+                if metrics.get(k) is not None}
+    fidelity.update({k: (ds[k]["test_acc"] if k == "class_mean" else ds[k]) for k in ("class_mean", "spread_ratio")
+                     if k in ds})
     # the same n, seed and device type draw the same samples (a CUDA and a CPU generator differ)
     same = (n == ds.get("n_synthetic") and seed == int(cfg.seed) + 2
             and torch.device(device).type == torch.device(metrics.get("device") or "cpu").type)
@@ -179,6 +183,7 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
         "dpgen_version": _version(), "dpgen_commit": _commit(),
         "downstream_at_training_time": {"test_acc": acc, "n_synthetic": ds.get("n_synthetic"),
                                         "seed": int(cfg.seed), "models": list(acc)},
+        "fidelity_at_training_time": fidelity,
         "is_the_training_time_evaluation_set": same,
         "evaluate_again": (f"python run.py task=evaluate task.synthetic={files['npz']} dataset={metrics.get('dataset')} "
                            f"seed={int(cfg.seed)}"),
@@ -209,6 +214,9 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",
          ", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured"),
+        ("fidelity at training time (real test split)",
+         ", ".join(f"{k} {v:.4g}" for k, v in sheet.get("fidelity_at_training_time", {}).items()
+                   if isinstance(v, (int, float))) or "not measured"),
         ("the training-time evaluation set", "yes (the same n, seed and device as the run's evaluation)"
          if sheet["is_the_training_time_evaluation_set"] else "no (another n, seed or device)"),
     ]

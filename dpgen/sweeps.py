@@ -60,7 +60,9 @@ def headline(rec: Dict[str, Any]) -> Dict[str, Any]:
     for name, r in (rec.get("downstream") or {}).items():
         if isinstance(r, dict) and "test_acc" in r:
             out[f"{name}_acc"] = r["test_acc"]
-    for k in ("test_acc", "target_acc", "fid"):
+    if isinstance((rec.get("downstream") or {}).get("spread_ratio"), (int, float)):
+        out["spread_ratio"] = rec["downstream"]["spread_ratio"]
+    for k in ("test_acc", "target_acc", "fid", "precision", "recall", "density", "coverage"):
         if isinstance(rec.get(k), (int, float)):
             out[k] = rec[k]
     return out

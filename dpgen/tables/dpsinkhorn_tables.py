@@ -35,7 +35,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import CONFIG_DIR, table_scales
 from dpgen.tables import table_notes
-from dpgen.tables.grid import RESULT_FILE, Cell, add_grid_arguments, evaluate_run, generations_done, run_cell
+from dpgen.tables.grid import (FIDELITY_NOTE, RESULT_FILE, Cell, add_grid_arguments, evaluate_run, generations_done,
+                               run_cell)
 from dpgen.utils.io import save_figure, write_table
 from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
@@ -150,9 +151,10 @@ def _figure(rows: List[Dict], name: str, label: Callable[[Dict], str], metrics=(
 
 
 # ---- Table 1 ------------------------------------------------------------------------------------
-TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_paper", "logreg", "logreg_std", "logreg_paper",
+TABLE1_COLUMNS = ["dataset", "method", "eps", "fid", "fid_std", "fid_paper", "precision", "recall", "density",
+                  "coverage", "class_mean", "spread_ratio", "logreg", "logreg_std", "logreg_paper",
                   "logreg_verdict", "mlp", "mlp_std", "mlp_paper", "mlp_verdict", "cnn", "cnn_std", "cnn_paper",
-                  "cnn_verdict", "epsilon_spent", "steps", "steps_per_s",
+                  "cnn_verdict", "epsilon_spent", "steps", "steps_per_s", "fid_protocol",
                   "generations", "wall_s", "status"]
 
 
@@ -211,6 +213,7 @@ def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mn
         "betas (0.9, 0.999), weight decay 2e-5, entropy 0.05, alpha_c 15; private: Poisson batches of 50, "
         "sigma 1.1, C 0.5 (image) / 1 (param), run until epsilon = 10 at delta 1e-5; non-private: batch 500).",
         *table_notes("dpsinkhorn_tables", "table1"),
+        FIDELITY_NOTE,
         VERDICT_NOTE,
     ]
     write_table("dpsinkhorn_table1", rows, TABLE1_COLUMNS,
@@ -221,7 +224,8 @@ def table1(scale: str = "smoke", datasets: Sequence[str] = ("mnist", "fashion_mn
 
 
 # ---- Tables 2-3 -----------------------------------------------------------------------------------
-CELEBA_COLUMNS = ["method", "eps", "fid", "fid_paper", "mlp", "mlp_std", "mlp_paper", "cnn", "cnn_std", "cnn_paper",
+CELEBA_COLUMNS = ["method", "eps", "fid", "fid_std", "fid_paper", "precision", "recall", "density", "coverage",
+                  "class_mean", "spread_ratio", "fid_protocol", "mlp", "mlp_std", "mlp_paper", "cnn", "cnn_std", "cnn_paper",
                   "epsilon_spent", "steps", "steps_per_s", "generations", "wall_s", "status"]
 
 
@@ -240,6 +244,7 @@ def table_celeba(scale: str = "smoke", data_root=None, generations=None,
         "conf/experiment/dpsinkhorn_*celeba32*.yaml (entropy 5, sigma 0.8, batch 200, (10, 1e-6); "
         "BigGAN-style generator latent 32, or DCGAN latent 32 + embedding 4).",
         *table_notes("dpsinkhorn_tables", "celeba"),
+        FIDELITY_NOTE,
     ]
     write_table("dpsinkhorn_table2_3", rows, CELEBA_COLUMNS,
                 title=f"DP-Sinkhorn Tables 2-3 (CelebA 32x32, gender), SCALE={scale}", notes=notes)
@@ -249,7 +254,8 @@ def table_celeba(scale: str = "smoke", data_root=None, generations=None,
 
 
 # ---- Tables 4-5 -----------------------------------------------------------------------------------
-ABLATION_COLUMNS = ["table", "optimizer", "lr", "batch_size", "noise_scale", "fid", "fid_paper", "logreg",
+ABLATION_COLUMNS = ["table", "optimizer", "lr", "batch_size", "noise_scale", "fid", "fid_paper", "precision",
+                    "recall", "class_mean", "spread_ratio", "logreg",
                     "logreg_paper", "mlp", "mlp_paper", "cnn", "cnn_paper", "epsilon_spent", "steps", "steps_per_s",
                     "wall_s", "status"]
 
@@ -280,6 +286,7 @@ def table_ablation(scale: str = "smoke", dataset: str = "mnist", data_root=None,
         f"conf/experiment/dpsinkhorn_{DATASET_PRESET[dataset]}.yaml with each row's optimizer, lr, batch size and "
         "noise scale (the row's lr wins over the scale's). Every private run stops at epsilon = 10.",
         *table_notes("dpsinkhorn_tables", "ablation"),
+        FIDELITY_NOTE,
     ]
     write_table("dpsinkhorn_table4_5", rows, ABLATION_COLUMNS,
                 title=f"DP-Sinkhorn Tables 4-5 (ablations on {dataset}), SCALE={scale}", notes=notes)

@@ -30,14 +30,14 @@ from typing import Dict, List
 from dpgen.config import table_scales
 from dpgen.config import compose_preset
 from dpgen.tables import table_notes
-from dpgen.tables.grid import (RESULT_FILE, Cell, add_grid_arguments, compose_cell, evaluate_run, generations_done,
-                               mean_std, run_cell)
+from dpgen.tables.grid import (FIDELITY_COLUMNS, FIDELITY_NOTE, RESULT_FILE, Cell, add_grid_arguments, compose_cell,
+                               evaluate_run, fidelity_cells, generations_done, mean_std, metric_values, run_cell)
 from dpgen.utils.io import write_table
 from dpgen.utils.paper import VERDICT_NOTE, read_paper_table, verdict
 
 COLUMNS = ["dataset", "method", "epsilon", "runs", "generations", "mlp_mean", "mlp_std", "mlp_paper", "mlp_verdict",
-           "logreg_mean", "logreg_std", "logreg_paper", "logreg_verdict", "epsilon_spent", "sigma", "steps", "wall_s",
-           "status"]
+           "logreg_mean", "logreg_std", "logreg_paper", "logreg_verdict", *FIDELITY_COLUMNS, "epsilon_spent", "sigma",
+           "steps", "wall_s", "status"]
 
 VARIANTS = {  # row name -> (preset suffix, extra overrides)
     "SWD": ("swd_{ds}", []),
@@ -111,14 +111,6 @@ def _cell(ds: str, method: str, scale_overrides: List[str], tag: str, seeds) -> 
     return Cell(f"{ds} {method}", preset, folder, [*applicable(preset, scale_overrides), *extra], seeds)
 
 
-def _values(m: Dict, k: str) -> List[float]:
-    """Classifier ``k``'s test accuracies in one run's result: every generation's (``evaluate_run``'s result),
-    or the run's own evaluation (its ``metrics.json``)."""
-    if f"{k}_values" in m:
-        return [float(v) for v in m[f"{k}_values"]]
-    return [float(m["downstream"][k]["test_acc"])]
-
-
 def _generations(m: Dict) -> int:
     return int(m.get("generations") or 1)
 
@@ -161,10 +153,12 @@ def run_table(scale: str, datasets: List[str], runs: int = None, data_root: str 
             else:
                 res = run_cell(cell, data_root=data_root, reuse=reuse, collect_only=collect_only)
             for k in ("mlp", "logreg"):
-                values = [v for m in res.runs for v in _values(m, k)]
+                values = [v for m in res.runs for v in metric_values(m, k)]
                 row[f"{k}_mean"], row[f"{k}_std"] = mean_std(values)
                 row[f"{k}_verdict"] = verdict(row[f"{k}_mean"], paper[k], row[f"{k}_std"], runs=len(values),
                                               shortened=shortened)
+            if res.runs:
+                row.update(fidelity_cells(res.runs))
             if res.last:
                 row.update(_privacy_facts(res.last), steps=res.last["steps"])
             row.update(runs=len(res.runs), generations=min((_generations(m) for m in res.runs), default=0),
@@ -213,11 +207,12 @@ def main(argv=None):
         "(conf/experiment/{swd,dpswd}_<dataset>[_b|_c].yaml: k=1000, Adam 1e-4, batch 100, 100 epochs, "
         "Table 3 generator, (10, 1e-5)).",
         *table_notes("dpswd_generation"),
+        FIDELITY_NOTE,
         VERDICT_NOTE,
     ]
     name = "dpswd_table2_generation" + ("_" + _slug("_".join(args.set)) if args.set else "")  # one file per setting
     write_table(name, rows, COLUMNS,
-                title=f"DP-SWD Table 2: downstream accuracy (%) of synthetic data, SCALE={args.scale}", notes=notes)
+                title=f"DP-SWD Table 2: downstream accuracy (%) and fidelity of synthetic data, SCALE={args.scale}", notes=notes)
     return rows
 
 

@@ -103,7 +103,56 @@ GENERATIONS_DIR = "table_generations"
 assert GENERATIONS_DIR in FINAL_RESULTS
 
 #: the metrics a generation can have; each one's per-generation values are kept as ``<metric>_values``
-GENERATION_METRICS = ("fid", "logreg", "mlp", "cnn")
+GENERATION_METRICS = ("fid", "precision", "recall", "density", "coverage", "class_mean", "spread_ratio", "logreg",
+                      "mlp", "cnn")
+#: what each generation table says about its fidelity columns
+FIDELITY_NOTE = ("Fidelity beside accuracy: fid / precision / recall / density / coverage (k = 5) of the generated "
+                 "images against the whole real test split in pytorch-fid's Inception features (fid_protocol names "
+                 "the counts; n/a: the Inception weights are not installed, `make fid-weights`); class_mean: the "
+                 "accuracy of a nearest-class-mean classifier built from the synthetic samples' class means (pixels) "
+                 "on the real test split: a LogReg / MLP / CNN number at or below it shows nothing beyond ten class "
+                 "templates; spread_ratio: mean within-class pairwise distance of the synthetic samples over the real "
+                 "test split's (1: as varied as real digits, near 0: templates).")
+
+
+def metric_values(m: Dict[str, Any], k: str) -> List[float]:
+    """Metric ``k``'s values (one per generation) in one run's result: ``evaluate_run``'s (``<k>_values``) or the
+    run's own ``metrics.json`` (classifiers and the class-mean baseline under ``downstream``, FID and
+    precision / recall / density / coverage at its top level); [] when the run has none."""
+    if f"{k}_values" in m:
+        return [float(v) for v in m[f"{k}_values"]]
+    ds = m.get("downstream") or {}
+    v = ds.get(k, m.get(k))
+    if isinstance(v, dict):
+        v = v.get("test_acc")
+    return [float(v)] if isinstance(v, (int, float)) and not isinstance(v, bool) else []
+
+
+#: the fidelity columns of a generation table, beside its classifiers' (FIDELITY_NOTE says what they are)
+FIDELITY_COLUMNS = ["fid", "fid_std", "precision", "recall", "density", "coverage", "class_mean", "spread_ratio",
+                    "fid_protocol"]
+
+
+def fidelity_cells(results: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The fidelity columns of one table row from its runs' results (mean over every run and generation)."""
+    row: Dict[str, Any] = {}
+    for k in GENERATION_METRICS:
+        if k in ("logreg", "mlp", "cnn"):
+            continue
+        vals = [v for m in results for v in metric_values(m, k)]
+        mean, std = mean_std(vals, 2 if k in ("fid", "class_mean") else 4)
+        if vals:
+            row[k] = mean
+            if k == "fid":
+                row["fid_std"] = std
+    if "fid" not in row:
+        notes = [m.get("fid") for m in results if isinstance(m.get("fid"), str)]
+        notes += [f"n/a: {m['fid_missing']}"[:86] for m in results if m.get("fid_missing")]
+        row["fid"] = notes[0] if notes else "n/a"
+    protocols = [m.get("fid_protocol") for m in results if m.get("fid_protocol")]
+    if protocols:
+        row["fid_protocol"] = protocols[0].split(";")[0]
+    return row
 
 
 def _config_key(cfg) -> str:
@@ -128,7 +177,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     import dataclasses
 
     from dpgen.tasks import run as run_config
-    from dpgen.tasks.generation import evaluate_generator, fid_of_generator
+    from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 
@@ -173,6 +222,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
         print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
     per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}
     fid_note = None
+    protocol = [None]
 
     collected = []
 
@@ -183,12 +233,18 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
                for k, r in (metrics.get("downstream") or {}).items() if isinstance(r, dict) and "test_acc" in r]
         print(f"[dpgen] generation {len(collected)} of {generations}: " + (", ".join(got) or "no classifier"),
               flush=True)
-        for k in ("logreg", "mlp", "cnn"):
-            r = (metrics.get("downstream") or {}).get(k)
+        ds = metrics.get("downstream") or {}
+        for k in ("logreg", "mlp", "cnn", "class_mean"):
+            r = ds.get(k)
             if isinstance(r, dict) and "test_acc" in r:
                 per_gen[k].append(float(r["test_acc"]))
+        if isinstance(ds.get("spread_ratio"), (int, float)):
+            per_gen["spread_ratio"].append(float(ds["spread_ratio"]))
         if metrics.get("fid") is not None:
-            per_gen["fid"].append(float(metrics["fid"]))
+            for k in ("fid", "precision", "recall", "density", "coverage"):
+                if isinstance(metrics.get(k), (int, float)):
+                    per_gen[k].append(float(metrics[k]))
+            protocol[0] = metrics.get("fid_protocol") or protocol[0]
         elif "fid_missing" in metrics:
             fid_note = metrics["fid_missing"]
 
@@ -213,7 +269,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
             # it two table drivers side by side evaluate with torch's default threads each and oversubscribe
             with ThreadShare(cfg.trainer.threads):
                 extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
-                if cfg.task.fid:
+                if fid_enabled(cfg):
                     extra.update(fid_of_generator(c, gen, shape, device))
             if g == 0:  # the run's own facts (privacy, steps) with its generation 1 evaluated again
                 extra = {**m, **extra}
@@ -228,7 +284,7 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
            "sigma": round(float(m["privacy"].get("sigma", 0.0)), 4) if private else 0.0,
            "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
     for k, v in per_gen.items():
-        out[k], std = mean_std(v)
+        out[k], std = mean_std(v, 2 if k in ("fid", "class_mean", "logreg", "mlp", "cnn") else 4)
         if v:
             out[f"{k}_std"] = std
             out[f"{k}_values"] = [round(x, 4) for x in v]
@@ -236,6 +292,8 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
             out.pop(k)
     if "fid" not in out:
         out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
+    else:
+        out["fid_protocol"] = protocol[0]
     out["wall_seconds"] = out["wall_s"]
     atomic_write_text(run_dir / RESULT_FILE, json.dumps(out, indent=2))
     return out

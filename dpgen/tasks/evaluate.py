@@ -89,6 +89,10 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
                               image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
                               seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
                               logreg_solver=task.logreg_solver)
+    if res.get("n_classes"):  # the class-mean baseline and intra-class spread of the released set
+        from dpgen.eval.fidelity import set_fidelity
+
+        res.update(set_fidelity(x, y, X_test, Y_test, seed=cfg.seed))
     privacy = released_privacy(task.synthetic)
     metrics = {"task": "evaluate", "synthetic": str(task.synthetic), "dataset": cfg.dataset.name, "seed": cfg.seed,
                "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "privacy": privacy, "downstream": res,
@@ -98,7 +102,10 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
           f"{metrics['n_synthetic']:,} synthetic samples:")
     for name, r in res.items():
         if isinstance(r, dict) and "test_acc" in r:
-            print(f"  {name}: {r['test_acc']:.2f}%")
+            print(f"  {name}: {r['test_acc']:.2f}%" + (" (nearest synthetic class mean: the baseline)"
+                                                      if name == "class_mean" else ""))
+    if "spread_ratio" in res:
+        print(f"  intra-class spread, synthetic / real test: {res['spread_ratio']:.3f}")
     if privacy["known"] and not privacy.get("private"):
         print("  the set's privacy (its datasheet): NOT PRIVATE (trained without a privacy mechanism)")
     elif privacy["known"] and isinstance(privacy.get("epsilon_spent"), (int, float)):

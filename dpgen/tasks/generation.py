@@ -4,8 +4,9 @@ Per step the method draws the real batch (``sample_batch``: its sampling scheme 
 accountant assumes); its ``step`` draws the generated batch with labels uniform (never the private
 labels), applies its privacy mechanism to the real side and sets the generator's gradients. After
 training: ``samples.png`` (8 rows; with labels, column j shows class j), downstream classifiers
-trained on synthetic samples and tested on the real test split (``task.eval_models``), FID
-(``task.fid``). The test split is read only then: nothing is selected or stopped on it.
+trained on synthetic samples and tested on the real test split (``task.eval_models``) beside the
+class-mean baseline and the intra-class spread ratio (dpgen.eval.fidelity), FID with precision / recall / density /
+coverage (``task.fid``: auto computes them when the Inception weights are installed). The test split is read only then: nothing is selected or stopped on it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class GenerationTask(Task):
 
         method_class(cfg, "generation")  # a method this task trains, before any data is read
         self.fid_missing = fid_unavailable(cfg)
+        self.fid_on = fid_enabled(cfg)
         if self.fid_missing:  # said before training, not found after it
             print(f"[dpgen] WARNING: task.fid=true, but FID cannot be computed here: {self.fid_missing}. The run "
                   "continues; its summary and metrics.json say fid: n/a (task.fid=false silences this)",
@@ -110,14 +112,22 @@ class GenerationTask(Task):
         from dpgen.utils.device import resolve_device
 
         models = list(cfg.task.eval_models or [])
-        if not models:
-            return 0.0, ""
-        n_syn = n_synthetic(cfg.task, self.n_private)
-        secs = estimate_seconds(models, n_syn, self.shape, cfg.task.eval_max_epochs,
-                                device=resolve_device(cfg.trainer.device))
-        names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
-        return secs, (f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
-                      f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")
+        device = resolve_device(cfg.trainer.device)
+        secs, parts = 0.0, []
+        if models:
+            n_syn = n_synthetic(cfg.task, self.n_private)
+            secs = estimate_seconds(models, n_syn, self.shape, cfg.task.eval_max_epochs, device=device)
+            names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
+            parts.append(f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
+                         f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")
+        if self.fid_on and len(self.shape) == 3 and device.type == "cpu":
+            from dpgen.eval.fid import estimate_seconds as fid_seconds
+
+            n_fid = fid_samples(cfg.task, int(cfg.dataset.n_test or 0) or 10000)
+            secs += fid_seconds(n_fid)
+            parts.append(f"FID on {n_fid:,} generated images (Inception at 299 x 299; the test split's features once "
+                         "more when not cached; task.fid=false or task.fid_samples change that)")
+        return secs, "; ".join(parts)
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
         from dpgen.models import count_parameters
@@ -134,8 +144,13 @@ class GenerationTask(Task):
                 m["samples_png"] = str(output_dir / "samples.png")
         if cfg.task.eval_models:
             m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
-        if cfg.task.fid:
-            m.update(fid_of_generator(cfg, gen, self.shape, device))
+        elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 10,000 samples)
+            m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
+        if self.fid_on:
+            m.update(fid_of_generator(cfg, gen, self.shape, device, progress=bool(cfg.trainer.progress)))
+        elif cfg.task.fid == "auto" and len(self.shape) == 3:
+            m.update({"fid": None, "fid_missing": "task.fid=auto and the FID Inception weights are not installed "
+                                                  "(make fid-weights installs them)"})
         return m
 
     def summary(self, m: Dict[str, Any], out: Path) -> None:
@@ -158,14 +173,22 @@ class GenerationTask(Task):
             print("  privacy: none (non-private baseline)")
         ds = m.get("downstream") or {}
         for name, r in ds.items():
-            if isinstance(r, dict) and "test_acc" in r:
+            if isinstance(r, dict) and "test_acc" in r and name != "class_mean":
                 print(f"  downstream {name}: {r['test_acc']:.2f}% on the real test split ({ds['n_test']} "
                       f"images), trained on {ds['n_synthetic']} synthetic samples ({r.get('time_s', 0):.1f} s)")
         if ds.get("n_classes"):
             print(f"  chance level: {100.0 / ds['n_classes']:.1f}%" + (f"; {ds['reference']}" if ds.get("reference")
                                                                        else ""))
+        if isinstance(ds.get("class_mean"), dict):
+            print(f"  class-mean baseline: {ds['class_mean']['test_acc']:.2f}% (nearest synthetic class mean, "
+                  "pixels): a classifier above adds something beyond ten averages")
+        if "spread_ratio" in ds:
+            print(f"  intra-class spread, synthetic / real test: {ds['spread_ratio']:.3f} (1: as varied as real "
+                  "images; near 0: templates)")
         if "fid" in m:
-            print(f"  FID: {m['fid']:.2f} ({m.get('fid_samples')} samples)" if isinstance(m["fid"], (int, float))
+            print(f"  FID: {m['fid']:.2f} ({m.get('fid_samples')} generated vs {m.get('fid_real_images')} real test "
+                  f"images); precision {m['precision']:.3f}, recall {m['recall']:.3f}, density {m['density']:.3f}, "
+                  f"coverage {m['coverage']:.3f}" if isinstance(m["fid"], (int, float))
                   else f"  FID: n/a ({str(m.get('fid_missing', 'not computed')).split(';')[0]}; metrics.json says more)")
         if "eval_seconds" in m:
             print(f"  evaluation: {m['eval_seconds']:.1f} s; {m.get('threads', '')}")
@@ -238,6 +261,10 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
                               progress=bool(cfg.trainer.progress),
                               logreg_solver=task.logreg_solver)
     res["n_synthetic"] = n_syn
+    if res.get("n_classes"):  # what ten averages give, and how much the samples vary within a class
+        from dpgen.eval.fidelity import set_fidelity
+
+        res.update(set_fidelity(x_syn, y_syn, X_test, Y_test, seed=cfg.seed))
     ref = reference_numbers(cfg.dataset.name)
     if ref:
         res["reference"] = ref
@@ -245,10 +272,35 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
     return res
 
 
-def fid_unavailable(cfg) -> str:
-    """Why ``task.fid=true`` cannot give a FID on this machine ("" when it can, or when FID is off)."""
-    if not cfg.task.fid:
-        return ""
+FID_PROTOCOL = ("pytorch-fid's FID Inception v3 (2048-d pool features; grayscale repeated to 3 channels, bilinear "
+                "resize to 299 x 299); reference: the whole real test split, its features cached under "
+                "outputs/fid_stats keyed by content")
+
+
+def fidelity_without_classifiers(cfg, gen, device, n_private: int) -> Dict[str, Any]:
+    """The class-mean baseline and spread ratio of a run that trains no classifier (task.eval_models=[])."""
+    from dpgen.data import as_tensors, load_split
+    from dpgen.eval.fidelity import set_fidelity
+
+    X_test, Y_test = as_tensors(load_split(cfg.dataset, "test"))
+    n = min(n_synthetic(cfg.task, n_private), 10000)
+    x_syn, y_syn = synthetic_set(gen, n, cfg.seed + 2, device)
+    return {"n_synthetic": n, "n_test": int(X_test.shape[0]), **set_fidelity(x_syn, y_syn, X_test, Y_test, cfg.seed)}
+
+
+def fid_samples(task, n_test: int) -> int:
+    """Generated images for FID: task.fid_samples, else min(10,000, 5 x the test split)."""
+    return int(task.fid_samples) if task.fid_samples else min(10000, 5 * int(n_test))
+
+
+def fid_enabled(cfg) -> bool:
+    """Whether this run computes FID: task.fid true, or auto with the Inception weights installed."""
+    if cfg.task.fid == "auto":
+        return not _weights_missing()
+    return bool(cfg.task.fid)
+
+
+def _weights_missing() -> str:
     from dpgen.eval.fid import FIDUnavailable, find_fid_weights
 
     try:
@@ -258,25 +310,41 @@ def fid_unavailable(cfg) -> str:
     return ""
 
 
-def fid_of_generator(cfg, gen, shape, device) -> Dict[str, Any]:
-    """{"fid": value} or {"fid": None, "fid_missing": reason}; real statistics cached per dataset."""
+def fid_unavailable(cfg) -> str:
+    """Why ``task.fid=true`` cannot give a FID on this machine ("" when it can, or when FID is off or auto)."""
+    if cfg.task.fid is not True:
+        return ""
+    return _weights_missing()
+
+
+def fid_of_generator(cfg, gen, shape, device, progress: bool = False) -> Dict[str, Any]:
+    """FID and precision / recall / density / coverage (dpgen.eval.fidelity.prdc) of ``fid_samples`` generated
+    images against the whole real test split; ``{"fid": None, "fid_missing": reason}`` when they cannot be
+    computed. The test split's Inception features are computed once and cached (outputs/fid_stats)."""
     from dpgen.data import as_tensors, load_split
-    from dpgen.eval.fid import FIDUnavailable, compute_fid, real_statistics
+    from dpgen.eval.fid import FIDUnavailable, activation_statistics, frechet_distance, get_extractor, real_features
+    from dpgen.eval.fidelity import PRDC_K, PRDC_MAX_SAMPLES, prdc
     from dpgen.utils.io import outputs_dir
 
     if len(shape) != 3:
         return {"fid": None, "fid_missing": f"FID needs images; {cfg.dataset.name} rows have shape {shape}"}
-    n = int(cfg.task.fid_samples)
     try:
-        test = load_split(cfg.dataset, "test")
-        n_real = min(n, len(test))
-        stats = real_statistics(f"{cfg.dataset.name}_test", lambda: as_tensors(test, n_real)[0],
-                                outputs_dir() / "fid_stats", n=n_real, device=str(device))
+        ext = get_extractor(device=str(device))
+        x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
+        n = fid_samples(cfg.task, len(x_test))
+        real = real_features(f"{cfg.dataset.name}_test", x_test, outputs_dir() / "fid_stats", extractor=ext,
+                             progress=progress)
         g = torch.Generator(device=device).manual_seed(cfg.seed + 3)
         with torch.no_grad():
             fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
                               for i in range(0, n, 500)])
-        return {"fid": compute_fid(fake, real_stats=stats, device=str(device)), "fid_samples": n,
-                "fid_real_images": n_real}
+        act = ext(fake, progress=progress, name="synthetic")
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
+    out = {"fid": frechet_distance(*activation_statistics(act), *activation_statistics(real)), "fid_samples": n,
+           "fid_real_images": int(len(real)),
+           "fid_protocol": f"{n} generated vs {len(real)} real test images ({shape[1]} x {shape[2]}); " + FID_PROTOCOL}
+    out.update(prdc(real, act))
+    out["prdc"] = (f"k = {PRDC_K}, Inception features, at most {PRDC_MAX_SAMPLES} a side: "
+                   f"{min(len(real), PRDC_MAX_SAMPLES)} real, {min(n, PRDC_MAX_SAMPLES)} generated")
+    return out
