@@ -41,7 +41,7 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
 
     from dpgen.config import compose_config
     from dpgen.data import as_tensors, load_split
-    from dpgen.eval.fid import activation_statistics, frechet_distance, get_extractor, real_features
+    from dpgen.eval.fid import fid_from_activations, get_extractor, real_features
     from dpgen.utils.io import outputs_dir, write_table
 
     paper = {r["method"]: r for r in read_paper_table("dpsinkhorn_table1_mnist_fmnist")}["Real data"]
@@ -54,13 +54,12 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
         t0 = time.time()
         x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
         real = real_features(f"{ds}_test", x_test, outputs_dir() / "fid_stats", extractor=ext, progress=True)
-        mu_t, sig_t = activation_statistics(real)
         x_train = as_tensors(load_split(cfg.dataset, "train"))[0][:n_train]
         feats = []
         for i in range(0, len(x_train), chunk):
             feats.append(ext(x_train[i:i + chunk], progress=True, name=f"{ds} train {i:,}-{i + chunk:,}"))
             a = np.concatenate(feats)
-            fid = frechet_distance(*activation_statistics(a), mu_t, sig_t)
+            fid = fid_from_activations(a, real)  # = frechet_distance of the two sets' (mu, sigma)
             rows.append({"dataset": ds, "n_train": len(a), "n_test": len(real), "fid": round(fid, 3),
                          "fid_paper": float(paper[PAPER_COLUMN[ds]]),
                          "paper_sizes": len(a) == 60000 and len(real) == 10000,

@@ -134,3 +134,73 @@ def test_task_fid_is_true_false_or_auto():
         compose_config(["task.fid=sometimes"])
     with pytest.raises(Exception, match="task.fid_samples"):
         compose_config(["task.fid_samples=1"])
+
+
+@pytest.mark.parametrize("models", [["logreg"], []])
+def test_a_generation_run_reports_its_class_mean_baseline_and_spread(tmp_path, models, capsys):
+    """Every labelled generation run, with or without classifiers: the baseline and spread in metrics.json and
+    its summary; FID (task.fid=auto) n/a with the reason where the weights are absent (the suite hides them)."""
+    import json
+
+    from dpgen.config import compose_config
+    from dpgen.tasks import run as run_task
+
+    cfg = compose_config(["trainer.progress=false", "trainer.steps=20", "task.n_synthetic=300",
+                          f"task.eval_models=[{','.join(models)}]"])
+    m = run_task(cfg, tmp_path / "run")
+    ds = m["downstream"]
+    assert 0.0 <= ds["class_mean"]["test_acc"] <= 100.0 and ds["class_mean"]["classes"] == 10
+    assert ds["spread_ratio"] > 0 and set(ds["spread"]["per_class_ratio"]) == {str(c) for c in range(10)}
+    assert m["fid"] is None and "make fid-weights" in m["fid_missing"]
+    on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert on_disk["downstream"]["spread_ratio"] == ds["spread_ratio"]
+    from dpgen.tasks.generation import GenerationTask
+
+    capsys.readouterr()
+    GenerationTask.summary(GenerationTask.__new__(GenerationTask), m, tmp_path / "run")
+    out = capsys.readouterr().out
+    assert "class-mean baseline:" in out and "intra-class spread" in out and "FID: n/a" in out
+
+
+def test_table_rows_read_fidelity_from_either_result_shape():
+    from dpgen.tables.grid import fidelity_cells, metric_values
+
+    own = {"downstream": {"logreg": {"test_acc": 80.0}, "class_mean": {"test_acc": 79.5}, "spread_ratio": 0.25},
+           "fid": 40.0, "precision": 0.5, "recall": 0.1, "density": 0.4, "coverage": 0.3,
+           "fid_protocol": "2000 generated vs 10000 real test images (28 x 28); pytorch-fid's ..."}
+    table = {"class_mean_values": [81.0, 83.0], "spread_ratio_values": [0.5, 0.7], "fid_values": [30.0, 34.0],
+             "recall_values": [0.2, 0.4]}
+    assert metric_values(own, "class_mean") == [79.5] and metric_values(own, "logreg") == [80.0]
+    assert metric_values(own, "cnn") == [] and metric_values(table, "fid") == [30.0, 34.0]
+    row = fidelity_cells([own, table])
+    assert row["fid"] == pytest.approx(34.67, abs=0.01) and row["class_mean"] == pytest.approx(81.17, abs=0.01)
+    assert row["recall"] == pytest.approx(0.2333, abs=1e-4) and row["spread_ratio"] == pytest.approx(0.4833, abs=1e-4)
+    assert row["fid_protocol"].startswith("2000 generated vs 10000")
+    assert fidelity_cells([{"fid_missing": "weights absent"}])["fid"].startswith("n/a: weights absent")
+
+
+def test_fid_real_data_table_caches_the_test_split_and_never_the_training_split(tmp_path, monkeypatch,
+                                                                                 fake_data_root):
+    """make fid-real-data: FID after each chunk of training images, the paper's value beside it; the test
+    split's features cached, the (private) training split's never written."""
+    import csv
+
+    import dpgen.eval.fid as fid
+    from dpgen.tables import fid_real
+
+    class PixelFeatures:  # the table's logic, not the network (InceptionFeatures is tested above): 2048 features
+        weights_name = "pixels-test"
+
+        def __call__(self, images, image_shape=None, progress=False, name="images"):
+            x = torch.as_tensor(images).float().reshape(len(images), -1)
+            return (x @ torch.randn(x.shape[1], 2048, generator=torch.Generator().manual_seed(0))).double().numpy()
+
+    monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: PixelFeatures())
+    monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path / "out"))
+    rows = fid_real.run(["mnist"], n_train=20, chunk=10, data_root=str(fake_data_root))
+    assert [r["n_train"] for r in rows] == [10, 20] and all(r["n_test"] == 100 for r in rows)
+    assert all(r["fid_paper"] == 1.6 and r["fid"] > 0 for r in rows)
+    cached = sorted(p.name for p in (tmp_path / "out" / "fid_stats").iterdir())
+    assert len(cached) == 2 and all("mnist_test_n100" in n for n in cached)
+    table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_data.csv")))
+    assert [r["n_train"] for r in table] == ["10", "20"]
