@@ -5,7 +5,7 @@ its classifiers were trained on) and FID with precision / recall / density / cov
 generated images against the whole real test split (dpgen.tasks.generation.fid_of_generator). Runs finished before
 these numbers existed get them without training again; the classifiers' accuracies are read from metrics.json.
 
-    python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--out F.json]
+    python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--no-fid] [--out F.json]
 
 Prints one line per run and writes a JSON list (``--out``, atomically).
 """
@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True) -> dict:
+def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True) -> dict:
     from omegaconf import OmegaConf, open_dict
 
     from dpgen.data import as_tensors, load_split
@@ -46,10 +46,11 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     fid = set_fidelity(x_syn, y_syn, x_test, y_test, seed=int(cfg.seed))
     out.update(class_mean=fid["class_mean"]["test_acc"], spread_ratio=fid["spread_ratio"], spread=fid["spread"],
                n_synthetic=n_syn)
-    if fid_enabled(cfg):
+    if fid and fid_enabled(cfg):
         out.update(fid_of_generator(cfg, gen, shape, device, progress=progress))
     else:
-        out["fid"] = "n/a: the FID Inception weights are not installed (make fid-weights)"
+        out["fid"] = ("n/a: --no-fid" if not fid else
+                      "n/a: the FID Inception weights are not installed (make fid-weights)")
     out["seconds"] = round(time.time() - t0, 1)
     return out
 
@@ -60,6 +61,7 @@ def main(argv=None):
     ap.add_argument("--fid-samples", type=int, default=None,
                     help="generated images for FID (default: the run's task.fid_samples rule, min(10000, 5 x test))")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-fid", action="store_true", help="the class-mean baseline and spread only (seconds)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     from dpgen.utils.io import atomic_write_text
@@ -68,7 +70,7 @@ def main(argv=None):
     results = []
     with ThreadShare("auto"):
         for run in args.runs:
-            r = fidelity_of_run(run, args.fid_samples, args.device)
+            r = fidelity_of_run(run, args.fid_samples, args.device, fid=not args.no_fid)
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k not in ("spread",)}, default=str), flush=True)
             if args.out:
