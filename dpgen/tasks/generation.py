@@ -144,7 +144,7 @@ class GenerationTask(Task):
                 m["samples_png"] = str(output_dir / "samples.png")
         if cfg.task.eval_models:
             m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
-        elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 10,000 samples)
+        elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 2,000 samples)
             m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
         if self.fid_on:
             m.update(fid_of_generator(cfg, gen, self.shape, device, progress=bool(cfg.trainer.progress)))
@@ -279,12 +279,13 @@ FID_PROTOCOL = ("pytorch-fid's FID Inception v3 (2048-d pool features; grayscale
 
 
 def fidelity_without_classifiers(cfg, gen, device, n_private: int) -> Dict[str, Any]:
-    """The class-mean baseline and spread ratio of a run that trains no classifier (task.eval_models=[])."""
+    """The class-mean baseline and spread ratio of a run that trains no classifier (task.eval_models=[]: a run that
+    asked for a quick evaluation), on at most 2,000 samples."""
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
 
     X_test, Y_test = as_tensors(load_split(cfg.dataset, "test"))
-    n = min(n_synthetic(cfg.task, n_private), 10000)
+    n = min(n_synthetic(cfg.task, n_private), 2000)
     x_syn, y_syn = synthetic_set(gen, n, cfg.seed + 2, device)
     return {"n_synthetic": n, "n_test": int(X_test.shape[0]), **set_fidelity(x_syn, y_syn, X_test, Y_test, cfg.seed)}
 
