@@ -129,8 +129,13 @@ def prdc(real_features, fake_features, k: int = PRDC_K, max_samples: Optional[in
 def set_fidelity(x_syn, y_syn, x_test, y_test, seed: int = 0) -> Dict[str, object]:
     """The pixel-space numbers every labelled generation run reports beside its classifiers: ``class_mean``
     (:func:`class_mean_baseline`), ``spread_ratio`` and ``spread`` (:func:`spread_ratio`, against the test split)."""
-    sr = spread_ratio(x_syn, y_syn, x_test, y_test, seed=seed)
-    return {"class_mean": class_mean_baseline(x_syn, y_syn, x_test, y_test),
-            "spread_ratio": round(sr["ratio"], 4),
-            "spread": {"synthetic": round(sr["synthetic"], 4), "real_test": round(sr["real"], 4),
-                       "per_class_ratio": {str(c): round(v, 4) for c, v in sr["per_class"].items()}}}
+    out: Dict[str, object] = {"class_mean": class_mean_baseline(x_syn, y_syn, x_test, y_test)}
+    try:
+        sr = spread_ratio(x_syn, y_syn, x_test, y_test, seed=seed)
+    except ValueError as e:  # a test split too small to have two images of a class (sizes of public data only)
+        out["spread"] = f"n/a: {e}"
+        return out
+    out["spread_ratio"] = round(sr["ratio"], 4)
+    out["spread"] = {"synthetic": round(sr["synthetic"], 4), "real_test": round(sr["real"], 4),
+                     "per_class_ratio": {str(c): round(v, 4) for c, v in sr["per_class"].items()}}
+    return out

@@ -120,7 +120,7 @@ class GenerationTask(Task):
             names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
             parts.append(f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
                          f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")
-        if self.fid_on and len(self.shape) == 3 and device.type == "cpu":
+        if fid_enabled(cfg) and len(getattr(self, "shape", cfg.dataset.shape or ())) == 3 and device.type == "cpu":
             from dpgen.eval.fid import estimate_seconds as fid_seconds
 
             n_fid = fid_samples(cfg.task, int(cfg.dataset.n_test or 0) or 10000)
@@ -280,12 +280,14 @@ FID_PROTOCOL = ("pytorch-fid's FID Inception v3 (2048-d pool features; grayscale
 
 def fidelity_without_classifiers(cfg, gen, device, n_private: int) -> Dict[str, Any]:
     """The class-mean baseline and spread ratio of a run that trains no classifier (task.eval_models=[]: a run that
-    asked for a quick evaluation), on at most 2,000 samples."""
+    asked for a quick evaluation), on at most 2,000 samples and 10 per test image (at least 20 a class): a
+    comparison with the test split needs no more, and a large generator on a CPU draws 500 a minute."""
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
 
     X_test, Y_test = as_tensors(load_split(cfg.dataset, "test"))
-    n = min(n_synthetic(cfg.task, n_private), 2000)
+    k = int(getattr(gen, "num_classes", 0) or cfg.dataset.num_classes or 1)
+    n = min(n_synthetic(cfg.task, n_private), 2000, max(10 * len(X_test), 20 * k))
     x_syn, y_syn = synthetic_set(gen, n, cfg.seed + 2, device)
     return {"n_synthetic": n, "n_test": int(X_test.shape[0]), **set_fidelity(x_syn, y_syn, X_test, Y_test, cfg.seed)}
 

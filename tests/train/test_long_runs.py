@@ -50,7 +50,10 @@ def test_generation_estimates_its_evaluation_from_the_protocol():
     assert estimate_seconds(["cnn"], 60000, (1, 28, 28), 30, device="cuda") == 0.0  # not estimated off a CPU
     assert estimate_seconds(["cnn"], 60000, (1, 28, 28), 30, device="cpu") > 0
     cfg = compose_config(["dataset=mnist", "task.eval_models=[]"])
-    assert t.evaluation_estimate(cfg) == (0.0, "")
+    assert t.evaluation_estimate(cfg) == (0.0, "")  # task.fid=auto and no weights (the suite hides them)
+    cfg = compose_config(["dataset=mnist", "task.eval_models=[]", "task.fid=true", "trainer.device=cpu"])
+    secs, what = t.evaluation_estimate(cfg)
+    assert "FID on 10,000 generated images" in what and secs > 60  # 11.4 GFLOP an image
 
 
 def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
