@@ -350,9 +350,9 @@ class ModelConfig:
     memory_format: str = "auto"
 
     def __post_init__(self) -> None:
-        _choice(self.generator, "model.generator", ("auto", "mlp", "merf_conv", "dcgan64",
-                                                    "mlp256_uniform", "fc500", "dcgan28",
-                                                    "dcgan", "biggan32", "dct"))
+        from dpgen.models.generators import GENERATORS
+
+        _choice(self.generator, "model.generator", ("auto", *GENERATORS))
         check_positive_int(self.code_dim, "model.code_dim")
         check_positive_int(self.dct_size, "model.dct_size")
         _choice(self.upsample, "model.upsample", ("nearest", "bilinear"))
@@ -367,7 +367,9 @@ class LoggerConfig:
     project: str = "dpgen"
 
     def __post_init__(self) -> None:
-        _choice(self.name, "logger.name", ("none", "csv", "wandb", "tensorboard"))
+        from dpgen.train.loggers import LOGGERS
+
+        _choice(self.name, "logger.name", tuple(LOGGERS))
         _choice(self.mode, "logger.mode", ("offline", "online", "disabled"))
 
 

@@ -36,6 +36,7 @@ from dpgen.data.images import (
     write_idx,
 )
 from dpgen.data.synthetic import load_gaussians, load_manifolds
+from dpgen.utils.registry import Registry
 
 __all__ = [
     "ArrayDataset",
@@ -89,9 +90,10 @@ class DatasetSpec:
         return tuple(self.shape_fn(options or {})) if self.shape_fn else tuple(self.shape)
 
 
-DATASETS: Dict[str, DatasetSpec] = {
-    s.name: s
-    for s in [
+#: ``dataset=`` -> its :class:`DatasetSpec` (a dataset outside dpgen names its loader in YAML instead,
+#: ``dataset.loader``: docs/EXTENDING.md)
+DATASETS = Registry("dataset", key="dataset")
+for _spec_entry in [
         DatasetSpec("digits", load_digits_dataset, (1, 8, 8), 10,
                     "scikit-learn load_digits, stratified 80/20 split (seed 0): 1,437 / 360",
                     "none (shipped inside scikit-learn)", shape_fn=_image_shape(1, 8), n_train=1437),
@@ -132,14 +134,12 @@ DATASETS: Dict[str, DatasetSpec] = {
                     "none (synthetic)", shape_fn=lambda o: (int(o.get("d") or 5),)),
         DatasetSpec("manifolds", load_manifolds, (2,), 0,
                     "2-D half_circle / ellipse / rectangle, uniform on the curve", "none (synthetic)"),
-    ]
-}
+]:
+    DATASETS.register(_spec_entry.name, _spec_entry)
 
 
 def _spec(name: str) -> DatasetSpec:
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}.")
-    return DATASETS[name]
+    return DATASETS.lookup(name)
 
 
 def _check_options(spec: DatasetSpec, options: dict) -> dict:

@@ -29,7 +29,8 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from typing import Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -39,11 +40,12 @@ import torch.nn.functional as F
 from dpgen.eval._common import (as_image_batch, check_unit_range, infer_image_shape,
                                 seeded, to_float_tensor, to_numpy)
 from dpgen.utils.device import resolve_device
+from dpgen.utils.registry import Registry
 from dpgen.utils.threads import rebalance_active
 
 MODELS = ("logreg", "mlp", "cnn")
 
-__all__ = ["MODELS", "MLP", "MLPStep", "CNN", "accuracy", "estimate_seconds", "evaluate_downstream", "fit_logreg",
+__all__ = ["CLASSIFIERS", "MODELS", "MLP", "MLPStep", "CNN", "accuracy", "estimate_seconds", "evaluate_downstream", "fit_logreg",
            "train_torch_classifier", "train_flops_per_sample", "holdout_split", "flatten_results"]
 
 
@@ -159,30 +161,42 @@ def holdout_split(y: np.ndarray, frac: float, seed: int) -> Tuple[np.ndarray, np
 # Training
 # --------------------------------------------------------------------------------------------
 
-#: training FLOPs per sample and epoch (forward + backward = 3 x forward; multiply-add = 2), for the
-#: floors of ``make bench`` and the long-run notice
+@dataclass(frozen=True)
+class DownstreamModel:
+    """One downstream classifier (``task.eval_models``): its training FLOPs per sample and epoch (forward +
+    backward = 3 x forward; a multiply-add = 2; for ``make bench``'s floors and the long-run notice), its
+    sustained CPU efficiency relative to 60 GFLOP/s a thread (``make bench``'s eval part, the measurements in
+    docs/RESULTS.md "Speed"; kept so the estimate stays an upper one), the repetitions it is estimated at
+    (None: the epochs) and its fit: ``fit(sets, options) -> result dict``."""
+
+    flops: Callable[[Tuple[int, ...], int, int], float]
+    efficiency: float
+    fit: Callable[["_Sets", dict], Dict]
+    repetitions: Optional[int] = None
+
+
+#: ``task.eval_models[]`` -> :class:`DownstreamModel` (filled below the fits)
+CLASSIFIERS = Registry("downstream classifier", key="task.eval_models[]")
+_LOGREG_ITERS = 300  # a typical L-BFGS length
+
+
+def _mlp_flops(shape, n_classes, hidden):
+    return 3 * 2 * (int(np.prod(shape)) * hidden + hidden * n_classes)
+
+
+def _cnn_flops(shape, n_classes, hidden):
+    if len(shape) != 3:
+        return 0.0  # no CNN on flat records
+    c, h, w = shape
+    return 3 * 2 * (h * w * 32 * 9 * c + (h // 2) * (w // 2) * 64 * 32 * 9 + (h // 4) * (w // 4) * 64 * n_classes)
+
+
+def _logreg_flops(shape, n_classes, hidden):  # one L-BFGS iteration over the whole set: X W and X^T (P - Y)
+    return 2 * 2 * int(np.prod(shape)) * n_classes
+
+
 def train_flops_per_sample(name: str, image_shape: Sequence[int], n_classes: int = 10, hidden: int = 100) -> float:
-    shape = tuple(int(s) for s in image_shape)
-    d = int(np.prod(shape))
-    if name == "mlp":
-        return 3 * 2 * (d * hidden + hidden * n_classes)
-    if name == "cnn":
-        if len(shape) != 3:
-            return 0.0  # no CNN on flat records
-        c, h, w = shape
-        return 3 * 2 * (h * w * 32 * 9 * c + (h // 2) * (w // 2) * 64 * 32 * 9 + (h // 4) * (w // 4) * 64 * n_classes)
-    if name == "logreg":  # one L-BFGS iteration over the whole set: X W and X^T (P - Y)
-        return 2 * 2 * d * n_classes
-    raise ValueError(f"unknown classifier {name!r}")
-
-
-#: sustained training throughput of the CPU classifiers relative to a per-thread rate of 60 GFLOP/s (``make bench``,
-#: eval part, on this workplace's CPU: sgemm 97 GFLOP/s per thread; the MLP 1 / 1.7 of it; L-BFGS 1 / 4.4), and a
-#: typical L-BFGS length. The CNN since freed memory is kept (dpgen/utils/allocator.py), measured on 54,000 fitted
-#: samples, 30 epochs: 265 s with two threads alone (1.2 x 60 GFLOP/s per thread), 798 s with one beside another
-#: job (0.78 x); 0.75 keeps the estimate an upper one in both (it was 0.45: 13.4 min estimated, 5.4 min taken)
-_EFFICIENCY = {"logreg": 0.25, "mlp": 0.6, "cnn": 0.75}
-_LOGREG_ITERS = 300
+    return CLASSIFIERS.lookup(name).flops(tuple(int(s) for s in image_shape), n_classes, hidden)
 
 
 def estimate_seconds(models: Sequence[str], n: int, image_shape: Sequence[int], max_epochs: int,
@@ -197,9 +211,9 @@ def estimate_seconds(models: Sequence[str], n: int, image_shape: Sequence[int], 
     rate = gflops_per_thread * 1e9 * threads
     total = 0.0
     for name in models:
-        f = train_flops_per_sample(name, image_shape)
-        reps = _LOGREG_ITERS if name == "logreg" else max_epochs
-        total += f * n * reps / (rate * _EFFICIENCY[name])
+        model = CLASSIFIERS.lookup(name)
+        reps = model.repetitions or max_epochs
+        total += train_flops_per_sample(name, image_shape) * n * reps / (rate * model.efficiency)
     return total
 
 
@@ -452,7 +466,7 @@ def evaluate_downstream(x_syn, y_syn, x_test, y_test, models: Sequence[str] = MO
                        "time_s": s}}
     """
     models = tuple(models)
-    unknown = [m for m in models if m not in MODELS]
+    unknown = [m for m in models if m not in CLASSIFIERS]
     if not models or unknown:
         raise ValueError(f"models must be a non-empty subset of {MODELS}, got {models}")
     if not 0 <= holdout < 1:
@@ -462,7 +476,39 @@ def evaluate_downstream(x_syn, y_syn, x_test, y_test, models: Sequence[str] = MO
     from dpgen.utils.allocator import keep_freed_memory
 
     keep_freed_memory()  # the classifiers' epochs stop page-faulting their buffers in (dpgen/utils/allocator.py)
+    sets = _prepare(x_syn, y_syn, x_test, y_test, image_shape, n_classes, clip, "cnn" in models,
+                    holdout, seed, device)
+    res: Dict = {"n_train": int(len(sets.xs)), "n_fit": int(len(sets.fit_idx)),
+                 "n_holdout": int(len(sets.hold_idx)), "n_test": int(len(sets.xt)), "n_classes": sets.k,
+                 "image_shape": list(sets.shape) if sets.shape is not None else None, "seed": int(seed),
+                 "device": str(sets.device)}
+    options = dict(max_epochs=max_epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
+                   progress=progress, logreg_solver=logreg_solver)
+    for name in models:
+        t0 = time.perf_counter()
+        res[name] = {**CLASSIFIERS.lookup(name).fit(sets, dict(options, name=name)),
+                     "time_s": time.perf_counter() - t0}
+    return res
 
+
+class _Sets(NamedTuple):
+    """The checked synthetic and test sets of one evaluation (images when a CNN is asked for)."""
+
+    xs: torch.Tensor
+    ys: np.ndarray
+    xt: torch.Tensor
+    yt: np.ndarray
+    shape: Optional[Tuple[int, ...]]
+    k: int
+    fit_idx: np.ndarray
+    hold_idx: np.ndarray
+    device: torch.device
+
+    def flat(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(len(x), -1)
+
+
+def _prepare(x_syn, y_syn, x_test, y_test, image_shape, n_classes, clip, need_img, holdout, seed, device) -> _Sets:
     xs = _features(x_syn, "x_syn", clip)
     xt = _features(x_test, "x_test", clip)
     ys = _labels(y_syn, "y_syn")
@@ -475,62 +521,52 @@ def evaluate_downstream(x_syn, y_syn, x_test, y_test, models: Sequence[str] = MO
         raise ValueError("the test set is empty")
     if len(np.unique(ys)) < 2:
         raise ValueError(f"y_syn must contain at least 2 classes, got {np.unique(ys).tolist()}")
-    d_syn, d_test = int(np.prod(xs.shape[1:])), int(np.prod(xt.shape[1:]))
-    if d_syn != d_test:
+    if int(np.prod(xs.shape[1:])) != int(np.prod(xt.shape[1:])):
         raise ValueError(f"synthetic and test samples differ in size ({tuple(xs.shape[1:])} vs "
                          f"{tuple(xt.shape[1:])})")
     k = int(max(ys.max(), yt.max())) + 1 if n_classes is None else int(n_classes)
     if ys.max() >= k or yt.max() >= k:
         raise ValueError(f"labels must be < n_classes={k}")
-
-    need_img = "cnn" in models
     if need_img:
         shp = infer_image_shape(xs.shape[1:], image_shape)
-        xs = as_image_batch(xs, shp)
-        xt = as_image_batch(xt, shp)
+        xs, xt = as_image_batch(xs, shp), as_image_batch(xt, shp)
     else:
-        shp = infer_image_shape(xs.shape[1:], image_shape) if (image_shape is not None or
-                                                               xs.dim() > 2) else None
-    xs_flat = xs.reshape(len(xs), -1)
-    xt_flat = xt.reshape(len(xt), -1)
-
-    dev = resolve_device(device)
+        shp = infer_image_shape(xs.shape[1:], image_shape) if (image_shape is not None or xs.dim() > 2) else None
     fit_idx, hold_idx = holdout_split(ys, holdout, seed)
-    res: Dict = {"n_train": int(len(xs)), "n_fit": int(len(fit_idx)),
-                 "n_holdout": int(len(hold_idx)), "n_test": int(len(xt)), "n_classes": k,
-                 "image_shape": list(shp) if shp is not None else None, "seed": int(seed),
-                 "device": str(dev)}
+    return _Sets(xs, ys, xt, yt, shp, k, fit_idx, hold_idx, resolve_device(device))
 
-    for name in models:
-        t0 = time.perf_counter()
-        if name == "logreg":
-            clf, converged = fit_logreg(xs_flat, ys, seed=seed, progress=progress, solver=logreg_solver,
-                                        device=dev)
-            acc = 100.0 * float((clf.predict(xt_flat.numpy()) == yt).mean())
-            res[name] = {"test_acc": acc, "holdout_acc": None, "epochs": None,
-                         "iterations": int(np.max(clf.n_iter_)), "converged": converged,
-                         "time_s": time.perf_counter() - t0}
-            continue
-        with seeded(seed, dev):
-            if name == "mlp":
-                model = MLP(d_syn, k)
-                xa, xb = xs_flat, xt_flat
-            else:
-                model = CNN(shp, k)
-                xa, xb = xs, xt
-            model = model.to(dev)
-            fi, hi = torch.from_numpy(fit_idx), torch.from_numpy(hold_idx)
-            y_all = torch.from_numpy(ys)
-            out = train_torch_classifier(
-                model, xa[fi].to(dev), y_all[fi].to(dev),
-                xa[hi].to(dev) if len(hi) else None, y_all[hi].to(dev) if len(hi) else None,
-                max_epochs=max_epochs, patience=patience, batch_size=batch_size, lr=lr,
-                seed=seed, progress=progress, desc=name)
-        # the real test set is used here, once, after training is over
-        acc, _ = _evaluate(model, xb.to(dev), torch.from_numpy(yt).to(dev))
-        res[name] = {"test_acc": acc, "holdout_acc": out["holdout_acc"], "epochs": out["epochs"],
-                     "best_epoch": out["best_epoch"], "time_s": time.perf_counter() - t0}
-    return res
+
+def _fit_logreg_model(sets: _Sets, o: dict) -> Dict:
+    """LogReg on the whole synthetic set (no holdout: the paper's protocol), then the real test set once."""
+    clf, converged = fit_logreg(sets.flat(sets.xs), sets.ys, seed=o["seed"], progress=o["progress"],
+                                solver=o["logreg_solver"], device=sets.device)
+    acc = 100.0 * float((clf.predict(sets.flat(sets.xt).numpy()) == sets.yt).mean())
+    return {"test_acc": acc, "holdout_acc": None, "epochs": None, "iterations": int(np.max(clf.n_iter_)),
+            "converged": converged}
+
+
+def _fit_torch_model(sets: _Sets, o: dict) -> Dict:
+    """The MLP (flattened input) or the CNN (images), early-stopped on the synthetic holdout; then the real
+    test set, once, after training is over."""
+    dev, flat = sets.device, o["name"] == "mlp"
+    xa, xb = (sets.flat(sets.xs), sets.flat(sets.xt)) if flat else (sets.xs, sets.xt)
+    with seeded(o["seed"], dev):
+        model = (MLP(xa.shape[1], sets.k) if flat else CNN(sets.shape, sets.k)).to(dev)
+        fi, hi = torch.from_numpy(sets.fit_idx), torch.from_numpy(sets.hold_idx)
+        y_all = torch.from_numpy(sets.ys)
+        out = train_torch_classifier(
+            model, xa[fi].to(dev), y_all[fi].to(dev),
+            xa[hi].to(dev) if len(hi) else None, y_all[hi].to(dev) if len(hi) else None,
+            max_epochs=o["max_epochs"], patience=o["patience"], batch_size=o["batch_size"], lr=o["lr"],
+            seed=o["seed"], progress=o["progress"], desc=o["name"])
+    acc, _ = _evaluate(model, xb.to(dev), torch.from_numpy(sets.yt).to(dev))
+    return {"test_acc": acc, "holdout_acc": out["holdout_acc"], "epochs": out["epochs"],
+            "best_epoch": out["best_epoch"]}
+
+
+CLASSIFIERS.register("logreg", DownstreamModel(_logreg_flops, 0.25, _fit_logreg_model, repetitions=_LOGREG_ITERS))
+CLASSIFIERS.register("mlp", DownstreamModel(_mlp_flops, 0.6, _fit_torch_model))
+CLASSIFIERS.register("cnn", DownstreamModel(_cnn_flops, 0.75, _fit_torch_model))
 
 
 def flatten_results(res: Dict, prefix: str = "") -> Dict[str, float]:

@@ -2,16 +2,12 @@
 
 ``conf/method/<name>.yaml`` <-> ``dpgen/methods/<name>.py``. Each class registers itself with
 ``@register("<name>", tasks=(...))`` (``dpgen.methods.registry``); a run builds it with
-``registry.build(cfg, info, steps)``. Importing this package registers every built-in method.
+``registry.build(cfg, info, steps)``. The registry finds the built-in methods itself: its first lookup imports
+every module of this package (``dpgen.utils.registry.Registry``), so a new method is one new file here.
 """
 
 from dpgen.methods.base import GenerativeMethod, Method
 from dpgen.methods.registry import DataInfo, build, method_class, methods_for, register
-
-import importlib
-
-for _module in ("dpswd", "da_dpswd", "dann", "dpdann", "dpmerf", "dpsgd", "dpsinkhorn", "entropic_ldp", "wgan_gp"):
-    importlib.import_module(f"dpgen.methods.{_module}")  # each registers its classes
 
 
 def load_class(target: str, key: str = "method.target"):

@@ -17,10 +17,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-#: task name -> method name -> class
-REGISTRY: Dict[str, Dict[str, type]] = {}
+from dpgen.utils.registry import Registry
 
 TASK_NAMES = ("generation", "domain_adaptation", "classification")
+
+#: task name -> its methods (method name -> class); the first lookup imports every module of dpgen.methods, so
+#: a new file there that registers a class needs nothing else (no import list to extend)
+REGISTRY: Dict[str, Registry] = {t: Registry(f"method of task={t}", key="method", package="dpgen.methods")
+                                 for t in TASK_NAMES}
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,7 @@ def register(name: str, tasks: Tuple[str, ...] = ("generation",)):
 
     def deco(cls):
         for t in tasks:
-            old = REGISTRY.setdefault(t, {}).get(name)
-            if old is not None and old is not cls:
-                raise ValueError(f"method {name!r} is registered twice for task={t}: {old.__qualname__} and "
-                                 f"{cls.__qualname__}")
-            REGISTRY[t][name] = cls
+            REGISTRY[t].register(name, cls)
         return cls
 
     return deco
@@ -59,13 +59,11 @@ def register(name: str, tasks: Tuple[str, ...] = ("generation",)):
 
 def methods_for(task: str) -> Dict[str, type]:
     """The registered methods of one task (name -> class)."""
-    _load_builtin()
-    return dict(REGISTRY.get(task, {}))
+    return dict(REGISTRY[task]) if task in REGISTRY else {}
 
 
 def tasks_of(name: str) -> Tuple[str, ...]:
-    _load_builtin()
-    return tuple(t for t in TASK_NAMES if name in REGISTRY.get(t, {}))
+    return tuple(t for t in TASK_NAMES if name in REGISTRY[t])
 
 
 def method_class(cfg, task: Optional[str] = None) -> type:
@@ -92,10 +90,9 @@ def method_class(cfg, task: Optional[str] = None) -> type:
 def method_settings() -> Dict[str, type]:
     """Each registered method's settings dataclass (``Settings`` on its class), by method name: the schemas
     ``dpgen.config.register_configs`` stores as ``schema/method/<name>``."""
-    _load_builtin()
     out: Dict[str, type] = {}
     for task in TASK_NAMES:
-        for name, cls in REGISTRY.get(task, {}).items():
+        for name, cls in REGISTRY[task].items():
             settings = getattr(cls, "Settings", None)
             if settings is None:
                 continue
@@ -110,8 +107,3 @@ def build(cfg, info: DataInfo, steps: int, task: Optional[str] = None, **extra: 
     cls = method_class(cfg, task)
     return cls.from_config(cfg, info, int(steps), **extra)
 
-
-def _load_builtin() -> None:
-    import importlib
-
-    importlib.import_module("dpgen.methods")  # importing the package registers every built-in method

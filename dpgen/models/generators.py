@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from dpgen.models.base import ConditionalGenerator, count_parameters  # noqa: F401 (re-exported)
 from dpgen.models.dcgan import BigGAN32Generator, DCGANGenerator
 from dpgen.utils.dct import dct_matrix
+from dpgen.utils.registry import Registry
 
 
 class MLPGenerator(ConditionalGenerator):
@@ -200,8 +201,11 @@ class DCTProjectedGenerator(_DCTDecode, ConditionalGenerator):
         return self.project(self.inner(z, y))
 
 
-GENERATORS = {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
-              "dct": DCTGenerator}
+#: ``model.generator`` -> the class (``auto``: :func:`default_generator` picks one from the data's shape)
+GENERATORS = Registry("generator", key="model.generator", extra=("auto",))
+for _name, _cls in {"mlp": MLPGenerator, "merf_conv": MERFConvGenerator, "dcgan64": DCGAN64Generator,
+                    "dct": DCTGenerator}.items():
+    GENERATORS.register(_name, _cls)
 
 
 def default_generator(shape: Sequence[int]) -> str:
@@ -252,11 +256,7 @@ def make_generator(name: str, out_shape, num_classes: int, code_dim: int, **kwar
     """Build a generator by name (``auto`` picks from the data shape)."""
     if name == "auto":
         name = default_generator(out_shape)
-    if name not in GENERATORS:
-        raise ValueError(
-            f"model.generator={name!r} is unknown: choose one of auto, {', '.join(GENERATORS)}."
-        )
-    return GENERATORS[name](code_dim=code_dim, num_classes=num_classes, out_shape=tuple(out_shape), **kwargs)
+    return GENERATORS.build(name, code_dim=code_dim, num_classes=num_classes, out_shape=tuple(out_shape), **kwargs)
 
 
 # ---- entropic-LDP GAN generators (unconditional, uniform latent; entropic-ldp-gan.txt section 4) ----------
@@ -315,12 +315,11 @@ class DCGAN28Generator(UniformLatentGenerator):
         return self.net(self.fc(z).view(-1, 2 * self.width, 7, 7))
 
 
-GENERATORS.update({
-    "mlp256_uniform": UniformMLPGenerator,
-    "fc500": lambda **kw: UniformMLPGenerator(hidden=(500, 500), sigmoid=True, **kw),
-    "dcgan28": DCGAN28Generator,
-})
+GENERATORS.register("mlp256_uniform", UniformMLPGenerator)
+GENERATORS.register("fc500", lambda **kw: UniformMLPGenerator(hidden=(500, 500), sigmoid=True, **kw))
+GENERATORS.register("dcgan28", DCGAN28Generator)
 
 
 # ---- DP-Sinkhorn generators (dp-sinkhorn.txt appendix D.3): dpgen/models/dcgan.py -------------------------
-GENERATORS.update({"dcgan": DCGANGenerator, "biggan32": BigGAN32Generator})
+GENERATORS.register("dcgan", DCGANGenerator)
+GENERATORS.register("biggan32", BigGAN32Generator)

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from dpgen.privacy.base import Accountant
+from dpgen.privacy.bayesian import BayesianAccountant
 from dpgen.privacy.validation import (
     PrivacyParameterError,
     check_delta,
@@ -39,6 +40,8 @@ from dpgen.privacy.validation import (
     check_positive,
     check_sample_rate,
 )
+from dpgen.privacy.wdp import WassersteinAccountant
+from dpgen.utils.registry import Registry
 
 SAMPLING_SCHEMES = ("without_replacement", "poisson")
 
@@ -389,36 +392,17 @@ class WangWORAccountant(_SubsampledGaussianAccountant):
         return float(np.min(total + math.log(1.0 / delta) / (alphas - 1)))
 
 
-ACCOUNTANTS = {
-    "wang_wor": WangWORAccountant,
-    "rdp": RDPAccountant,
-    "opacus_rdp": OpacusRDPAccountant,
-    "opacus_prv": OpacusPRVAccountant,
-    "moments": MomentsAccountant,
-    "pld": PLDAccountant,
-}
+#: ``accountant=`` -> the class (the Bayesian and Wasserstein accountants live in their own modules)
+ACCOUNTANTS = Registry("accountant", key="accountant", error=PrivacyParameterError)
+for _name, _cls in {"wang_wor": WangWORAccountant, "rdp": RDPAccountant, "opacus_rdp": OpacusRDPAccountant,
+                    "opacus_prv": OpacusPRVAccountant, "moments": MomentsAccountant, "pld": PLDAccountant,
+                    "bdp": BayesianAccountant, "wdp": WassersteinAccountant}.items():
+    ACCOUNTANTS.register(_name, _cls)
 
 
 def make_accountant(name: str, **kwargs) -> Accountant:
-    """Build an accountant by name: rdp, opacus_rdp, opacus_prv, moments, pld, bdp, wdp."""
-    registry = dict(ACCOUNTANTS)
-    try:  # the Bayesian and Wasserstein accountants live in their own modules
-        from dpgen.privacy.bayesian import BayesianAccountant
-
-        registry["bdp"] = BayesianAccountant
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from dpgen.privacy.wdp import WassersteinAccountant
-
-        registry["wdp"] = WassersteinAccountant
-    except ImportError:  # pragma: no cover
-        pass
-    if name not in registry:
-        raise PrivacyParameterError(
-            f"accountant={name!r} is unknown: choose one of {', '.join(sorted(registry))}."
-        )
-    return registry[name](**kwargs)
+    """Build an accountant by name: rdp, opacus_rdp, opacus_prv, moments, pld, wang_wor, bdp, wdp."""
+    return ACCOUNTANTS.build(name, **kwargs)
 
 
 def epsilon_for(noise_multiplier: float, sample_rate: float, steps: int, delta: float,

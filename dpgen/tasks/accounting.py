@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from dpgen.config import Config
+from dpgen.tasks.registry import TASKS
 
 
 def _home_task(cfg: Config) -> str:
@@ -25,6 +26,7 @@ def _home_task(cfg: Config) -> str:
     return tasks[0] if tasks else "generation"
 
 
+@TASKS.register("accounting")
 def run_accounting(cfg: Config, output_dir: Path | None = None) -> Dict[str, Any]:
     from dpgen.methods.registry import DataInfo, method_class
     from dpgen.methods.reports import steps_of

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, Dict
 
 from dpgen.methods.dpsgd import ClassificationBatch
+from dpgen.tasks.registry import trainable
 from dpgen.train.loop import Task
 
 
+@trainable
 class ClassificationTask(Task):
     name = "classification"
 

@@ -26,6 +26,7 @@ from typing import Any, Dict
 import torch
 
 from dpgen.methods.da_base import DABatch
+from dpgen.tasks.registry import trainable
 from dpgen.train.loop import Task
 
 
@@ -79,6 +80,7 @@ def load_domains(cfg) -> Dict[str, Any]:
             "source_file": getattr(src, "source", ""), "target_file": getattr(tgt, "source", "")}
 
 
+@trainable
 class DomainAdaptationTask(Task):
     name = "domain_adaptation"
     task_keys = ("k",)  # task.* fields that change the mechanism (the method's own are under method.*)

@@ -21,6 +21,8 @@ from typing import Any, Dict
 import numpy as np
 import torch
 
+from dpgen.tasks.registry import TASKS
+
 
 def load_synthetic(path) -> tuple:
     """(x float32, y int64) of a released set, or a ValueError naming the file and what it lacks."""
@@ -67,6 +69,7 @@ def released_privacy(path) -> Dict[str, Any]:
     return {"known": True, "datasheet": str(sheet_path), **{k: sheet.get(k) for k in keys}}
 
 
+@TASKS.register("evaluate")
 def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.data import as_tensors, load_split
     from dpgen.eval import evaluate_downstream

@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from dpgen.tasks.registry import trainable
 from dpgen.train.loop import Task
 
 
@@ -32,6 +33,7 @@ class GenerationBatch:
     device: torch.device
 
 
+@trainable
 class GenerationTask(Task):
     name = "generation"
 

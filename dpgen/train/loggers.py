@@ -13,6 +13,8 @@ import io
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from dpgen.utils.registry import Registry
+
 
 def flatten(d: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
     """Nested dicts to dotted keys, keeping numbers, strings and booleans."""
@@ -135,14 +137,14 @@ class TensorBoardLogger(NullLogger):
         self.writer.close()
 
 
+#: ``logger=`` -> a function (cfg, output_dir, config_dict) -> logger
+LOGGERS = Registry("logger", key="logger")
+LOGGERS.register("none", lambda cfg, output_dir, config_dict: NullLogger())
+LOGGERS.register("csv", lambda cfg, output_dir, config_dict: CSVLogger(output_dir))
+LOGGERS.register("wandb", lambda cfg, output_dir, config_dict: WandbLogger(output_dir, cfg.logger.project,
+                                                                           cfg.logger.mode, config_dict or {}))
+LOGGERS.register("tensorboard", lambda cfg, output_dir, config_dict: TensorBoardLogger(output_dir, config_dict))
+
+
 def make_logger(cfg, output_dir, config_dict=None):
-    name = cfg.logger.name
-    if name == "none":
-        return NullLogger()
-    if name == "csv":
-        return CSVLogger(output_dir)
-    if name == "wandb":
-        return WandbLogger(output_dir, cfg.logger.project, cfg.logger.mode, config_dict or {})
-    if name == "tensorboard":
-        return TensorBoardLogger(output_dir, config_dict)
-    raise ValueError(f"logger={name!r} is unknown: choose none, csv, wandb or tensorboard")
+    return LOGGERS.build(cfg.logger.name, cfg, output_dir, config_dict)

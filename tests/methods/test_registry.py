@@ -40,7 +40,7 @@ def test_a_name_registered_twice_for_one_task_is_refused():
         with pytest.raises(ValueError, match="unknown task"):
             register("zz", tasks=("generate",))
     finally:
-        del REGISTRY["generation"]["zz_test_method"]
+        REGISTRY["generation"].unregister("zz_test_method")
 
 
 def test_build_gives_the_method_a_run_trains():
