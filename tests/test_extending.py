@@ -22,19 +22,20 @@ def _write_blocks(tmp_path: Path) -> dict:
     return files
 
 
-def _bash(script: str, cwd: Path) -> None:
+def _bash(script: str, cwd: Path) -> str:
     # the checkout first, then the caller's path (a machine whose packages are on PYTHONPATH keeps them)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     r = subprocess.run(["bash", script], cwd=cwd, capture_output=True, text=True, timeout=600,
                        env={**os.environ, "DPGEN_ROOT": str(ROOT), "PYTHONPATH": path,  # `python` = this one
                             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
     assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
 
 
 def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     files = _write_blocks(tmp_path)
     assert {"toy_methods/dp_mean_match.py", "conf/method/dp_mean_match.yaml", "run.sh"} <= set(files)
-    _bash("run.sh", tmp_path)
+    printed = _bash("run.sh", tmp_path)
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     p = m["privacy"]
     assert m["method"] == "dp_mean_match" and m["steps"] == 20
@@ -48,6 +49,7 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     acct = json.loads((tmp_path / "acct" / "accounting.json").read_text())
     assert acct["method"] == "dp_mean_match" and acct["neighbouring_relation"].startswith("replace one")
     assert acct["epsilon"] == p["epsilon_spent"]  # the same 20 steps at the same noise as the run
+    assert "dp_mean_match on digits" in printed and "base on" not in printed  # the user's name, not the base's
 
 
 def test_an_outside_methods_settings_are_validated_by_its_class(tmp_path, monkeypatch, run_cli):

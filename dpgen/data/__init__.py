@@ -90,9 +90,10 @@ class DatasetSpec:
         return tuple(self.shape_fn(options or {})) if self.shape_fn else tuple(self.shape)
 
 
-#: ``dataset=`` -> its :class:`DatasetSpec` (a dataset outside dpgen names its loader in YAML instead,
-#: ``dataset.loader``: docs/EXTENDING.md)
-DATASETS = Registry("dataset", key="dataset")
+#: ``dataset=`` -> its :class:`DatasetSpec`. A new module of dpgen/data registers its own entry
+#: (``DATASETS.register(name, DatasetSpec(...))``): the registry imports every module of the package on first
+#: lookup. A dataset outside dpgen names its loader in YAML instead (``dataset.loader``: docs/EXTENDING.md).
+DATASETS = Registry("dataset", key="dataset", package="dpgen.data")
 for _spec_entry in [
         DatasetSpec("digits", load_digits_dataset, (1, 8, 8), 10,
                     "scikit-learn load_digits, stratified 80/20 split (seed 0): 1,437 / 360",

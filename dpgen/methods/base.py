@@ -92,7 +92,7 @@ class Method(LedgerState):
         ledger = getattr(method, "ledger", None)
         if ledger is not None and getattr(method, "noise_multiplier", None) is not None:
             rep.setdefault("epsilon", ledger.epsilon_of(method.noise_multiplier, steps))
-        label = getattr(cls, "name", cls.__name__)
+        label = cfg.method.name  # the name the user chose (an outside method's class inherits "base")
         lines = [f"{label} on {cfg.dataset.name}: N={info.n_private}, steps={steps} (the method's own privacy_report)"]
         lines += [f"  {k}: {v}" for k, v in rep.items() if k not in ("neighbouring_relation",)]
         return {"summary": rep, "lines": lines, "relation": rep.get("neighbouring_relation")}

@@ -53,8 +53,9 @@ def bound_representation(z: torch.Tensor, how: str) -> torch.Tensor:
 
 @register("swd", tasks=("domain_adaptation",))
 class DASWD(DAMethod):
-    Settings = SWDConfig
     """Non-private sliced Wasserstein alignment of source and target representations."""
+
+    Settings = SWDConfig
 
     name = "swd"
     private = False

@@ -198,7 +198,6 @@ class ClassificationBatch:
 
 @register("dpsgd", tasks=("classification",))
 class DPSGD(Method):
-    Settings = DPSGDConfig
     """DP-SGD's mechanism + the accountants of one classification run (see module doc).
 
     ``private=False`` gives plain SGD (no clipping, no noise, no accountant): the non-private baseline.
@@ -206,6 +205,8 @@ class DPSGD(Method):
     (Poisson at rate q; shuffled epochs for the non-private baseline), ``step({"model": m}, batch)``
     sets the noisy gradient, ``account()`` charges the step in every accountant.
     """
+
+    Settings = DPSGDConfig
 
     name = "dpsgd"
 

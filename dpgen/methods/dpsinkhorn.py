@@ -146,8 +146,9 @@ class DPSinkhornConfig(SinkhornConfig):
 
 @register("sinkhorn")
 class Sinkhorn(GenerativeMethod):
-    Settings = SinkhornConfig
     """Non-private class-conditional Sinkhorn-divergence generator loss."""
+
+    Settings = SinkhornConfig
 
     name = "sinkhorn"
     private = False
@@ -348,8 +349,9 @@ class _PrivateMixin:
 
 @register("dpsinkhorn")
 class DPSinkhorn(_PrivateMixin, Sinkhorn):
-    Settings = DPSinkhornConfig
     """Algorithm 1: Poisson batches, image gradient clipped to C and noised with std 2 C sigma."""
+
+    Settings = DPSinkhornConfig
 
     name = "dpsinkhorn"
     private = True
@@ -511,8 +513,9 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
 @register("dpsinkhorn_param")
 class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
-    Settings = DPSinkhornConfig
     """DP-Sinkhorn (param grad): noise on the generator's parameter gradient (clip_mode per_sample | batch)."""
+
+    Settings = DPSinkhornConfig
 
     name = "dpsinkhorn_param"
     private = True
@@ -744,8 +747,9 @@ class AdversarialSinkhorn(Sinkhorn):
 
 @register("dpsinkhorn_adv")
 class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
-    Settings = DPSinkhornConfig
     """Eq. 6 with one extractor per fixed data partition; one partition (record) drawn per step."""
+
+    Settings = DPSinkhornConfig
 
     name = "dpsinkhorn_adv"
     private = True

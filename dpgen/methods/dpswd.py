@@ -274,8 +274,9 @@ class LowPass(torch.nn.Module):
 
 @register("swd")
 class SWD(GenerativeMethod):
-    Settings = SWDConfig
     """Non-private sliced Wasserstein generator loss (same compared space, no noise)."""
+
+    Settings = SWDConfig
 
     name = "swd"
     private = False

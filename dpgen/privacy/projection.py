@@ -692,7 +692,6 @@ class DPSWDAccounting:
 
     def _setup_ledger(self, method_cfg, privacy_cfg, d: int, n_private: int, batch_size: int, steps: int,
                       prefix=()) -> None:
-        from dpgen.privacy.projection import sensitivity_bound, split_delta
         from dpgen.privacy.ledger import Ledger
 
         m, p = method_cfg, privacy_cfg
@@ -727,7 +726,6 @@ class DPSWDAccounting:
         reading (reproduction only: the report then says the guarantee does not hold).
         Needs ``calibration``, ``k``, ``sample_rate``, ``max_steps``, ``noise_multiplier``.
         """
-        from dpgen.privacy.projection import sensitivity_bound
 
         cal = self.calibration
         self.union_bound = bool(method_cfg.union_bound)

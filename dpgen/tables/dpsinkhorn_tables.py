@@ -114,7 +114,7 @@ def _run_rows(specs: List[Dict], scale: str, sub: str, data_root: Optional[str],
                        runner=lambda cfg, out: evaluate_run(cfg, out, gens, reuse=reuse), result_file=RESULT_FILE,
                        complete=generations_done(gens))
         if res.last:
-            row.update({k: v for k, v in res.last.items() if k != "wall_seconds"})
+            row.update(res.last)
         for k in ("logreg", "mlp", "cnn"):
             ours = row.get(k) if isinstance(row.get(k), (int, float)) else None
             row[f"{k}_verdict"] = verdict(ours, _f(row.get(f"{k}_paper")), row.get(f"{k}_std"),

@@ -294,7 +294,6 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
         out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
     else:
         out["fid_protocol"] = protocol[0]
-    out["wall_seconds"] = out["wall_s"]
     atomic_write_text(run_dir / RESULT_FILE, json.dumps(out, indent=2))
     return out
 
@@ -379,6 +378,11 @@ def _check_data(cfg) -> None:
                      **dict(getattr(cfg.dataset, "options", {}) or {}))
 
 
+def wall_of(m: Dict[str, Any]) -> Optional[float]:
+    """A result's wall time: a run's ``metrics.json`` says ``wall_seconds``, a table result (a row) ``wall_s``."""
+    return m.get("wall_s", m.get("wall_seconds"))
+
+
 def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = None, reuse: bool = True,
              collect_only: bool = False, runner: Optional[Callable[[Any, Path], Dict[str, Any]]] = None,
              result_file: str = "metrics.json",
@@ -405,8 +409,9 @@ def run_cell(cell: Cell, common: Sequence[str] = (), data_root: Optional[str] = 
                     continue
                 t0 = time.time()
                 m = (runner or run_config)(cfg, out)
-                m.setdefault("wall_seconds", time.time() - t0)
-            res.wall_s += float(m.get("wall_seconds") or 0.0)
+                if wall_of(m) is None:
+                    m["wall_seconds"] = time.time() - t0
+            res.wall_s += float(wall_of(m) or 0.0)
             res.runs.append(m)
     except FileNotFoundError as e:
         res.skipped = skip_reason(e)
