@@ -149,7 +149,7 @@ def _method_class(method):
 def _run_attempt(method, batch, attempt, run_dir, change):
     from dpgen.config import compose_config
     from dpgen.tasks import TASKS
-    from dpgen.train import loop, publication
+    from dpgen.train import publication, run as run_module
 
     rec = Recorder(attempt["kill"])
     cls = _method_class(method)
@@ -159,7 +159,7 @@ def _run_attempt(method, batch, attempt, run_dir, change):
         for name in ("publish", "checkpoint"):
             real = getattr(publication.Publisher, name)
             stack.enter_context(mock.patch.object(publication.Publisher, name, rec.wrap_write(real)))
-        stack.enter_context(mock.patch.object(loop, "write_json", rec.wrap_write(loop.write_json)))
+        stack.enter_context(mock.patch.object(run_module, "write_json", rec.wrap_write(run_module.write_json)))
         try:
             TASKS[cfg.task.name](cfg, output_dir=run_dir)
             outcome = "done"
