@@ -9,6 +9,18 @@ import torch
 from dpgen.privacy.base import Accountant
 
 
+def ledger_for(mechanism, privacy, steps: int = 0, **overrides):
+    """The calibrated ledger of the mechanism a method declares (``dpgen.privacy.mechanisms``) under the run's
+    privacy settings (``privacy.epsilon``, ``delta``, ``accountant``, ``rel_tol``; ``overrides`` replace them,
+    e.g. a split delta or the accountant a sampling scheme needs). The one place a method's ledger is built."""
+    from dpgen.privacy.mechanisms import make_ledger
+
+    kw = dict(epsilon=privacy.epsilon, delta=privacy.delta, accountant=privacy.accountant,
+              rel_tol=getattr(privacy, "rel_tol", 1e-3))
+    kw.update(overrides)
+    return make_ledger(mechanism, steps=steps, **kw)
+
+
 class LedgerState:
     """The ledger part of a method's state: what the loop persists before it publishes anything
     (dpgen.train.publication), small enough to write at every log line."""

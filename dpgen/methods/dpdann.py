@@ -25,11 +25,13 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from dpgen.methods.base import ledger_for
 from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_per_sample
-from dpgen.privacy.ledger import RELATIONS, Ledger
+from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import check_positive
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
@@ -135,11 +137,9 @@ class DPDANN(DANN):
         self.sample_rate = batch_size / n_target
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
-        self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=self.sample_rate,
-                             rel_tol=p.rel_tol, accountant=p.accountant)
+        self.ledger = ledger_for(SubsampledGaussian("poisson", self.sample_rate, m.noise_multiplier), p, steps)
         self.accountant = self.ledger.accountant
-        self.noise_multiplier = (self.ledger.calibrate(steps) if m.noise_multiplier is None else
-                                 self.ledger.use_noise(m.noise_multiplier))
+        self.noise_multiplier = self.ledger.noise_multiplier
         self.max_steps = self.ledger.max_steps()
         self.last_norms = None
         #: how the clipped per-sample sum is computed: "ghost" (default; opacus' fast gradient clipping,

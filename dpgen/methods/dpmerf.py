@@ -31,9 +31,10 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from dpgen.methods.base import GenerativeMethod
+from dpgen.methods.base import GenerativeMethod, ledger_for
 from dpgen.methods.registry import register
 from dpgen.utils.labels import one_hot_or_zero
+from dpgen.privacy.mechanisms import OneShotGaussian
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
 
@@ -129,7 +130,6 @@ class DPMERF(GenerativeMethod):
                  batch_size: int = 0, **_):
         super().__init__()
         from dpgen.privacy.accountants import autodp_epsilon
-        from dpgen.privacy.ledger import Ledger
         from dpgen.privacy.local import geometric_bisect
 
         m, p = cfg.method, cfg.privacy
@@ -153,9 +153,8 @@ class DPMERF(GenerativeMethod):
                                  f"{self.epsilon_budget}: raise the noise, or leave it null to calibrate it")
         self.noise_multiplier = z
         self.noise_std = z * self.sensitivity
-        self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="without_replacement", sample_rate=1.0,
-                             prefix=(z,), rel_tol=p.rel_tol, accountant="rdp", reason=LEDGER_REASON)
-        self.ledger.calibrated = m.noise_multiplier is None  # calibrated above (the report says which)
+        # one full-batch release, then post-processing (the report says whether its noise was calibrated above)
+        self.ledger = ledger_for(OneShotGaussian(z, calibrated=m.noise_multiplier is None), p, reason=LEDGER_REASON)
         self.accountant = self.ledger.accountant
         self.max_steps = None  # post-processing: no per-step budget
         self.freqs: Optional[torch.Tensor] = None

@@ -56,10 +56,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dpgen.methods.base import Method
+from dpgen.methods.base import Method, ledger_for
 from dpgen.methods.registry import register
 from dpgen.utils.labels import label_in_range, safe_labels
 from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
                                       check_sample_rate)
 from dpgen.utils.settings import ConfigError, MethodConfig
@@ -463,8 +464,6 @@ class DPSGD(Method):
     @classmethod
     def from_config(cls, cfg, info, steps: int, **extra) -> "DPSGD":
         """The method object of a run: calibrated (or given) noise and the configured accountants."""
-        from dpgen.privacy.ledger import Ledger
-
         m, t, p = cfg.method, cfg.trainer, cfg.privacy
         n = info.n_private
         q = t.batch_size / n
@@ -474,9 +473,8 @@ class DPSGD(Method):
             return cls(private=False, **common)
         # the ledger: privacy.accountant (auto: dp-accounting's PLD; the WDP presets pin the moments accountant,
         # the WDP paper's DP column) calibrates and keeps the budget
-        ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling="poisson", sample_rate=q, accountant=p.accountant,
-                        rel_tol=p.rel_tol)
-        z = ledger.calibrate(steps) if m.noise_multiplier is None else ledger.use_noise(m.noise_multiplier)
+        ledger = ledger_for(SubsampledGaussian("poisson", q, m.noise_multiplier), p, steps)
+        z = ledger.noise_multiplier
         method = cls(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
                      wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta, pair_examples=m.pair_examples,
                      total_steps=steps, ledger=ledger, **common)

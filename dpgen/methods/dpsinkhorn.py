@@ -67,12 +67,13 @@ import torch
 import torch.nn as nn
 
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
-from dpgen.methods.base import GenerativeMethod
+from dpgen.methods.base import GenerativeMethod, ledger_for
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
 from dpgen.privacy.ledger import RELATIONS
+from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
@@ -294,23 +295,18 @@ class _PrivateMixin:
         if batch_size > n_private:
             raise ValueError(f"trainer.batch_size={batch_size} is larger than the dataset ({n_private} records): "
                              "lower trainer.batch_size.")
-        from dpgen.privacy.ledger import Ledger
-
         # the ledger's accountant: privacy.accountant (auto: dp-accounting's PLD for Poisson batches); the
         # adversarial variant draws partitions without replacement, which only autodp's RDP analyses here
         accountant, reason = self.ledger_accountant(p.accountant)
-        self.ledger = Ledger(epsilon=p.epsilon, delta=p.delta, sampling=self.accountant_sampling,
-                             sample_rate=sample_rate, rel_tol=getattr(p, "rel_tol", 1e-3), accountant=accountant,
-                             reason=reason)
+        if m.noise_multiplier is None and not steps:  # null: calibrated to the budget at the requested steps
+            raise ValueError(f"method.noise_multiplier=null calibrates the noise for the run's steps, but "
+                             f"{self.name} was given none: set trainer.steps or trainer.epochs, or give "
+                             "method.noise_multiplier")
+        # a given noise: the ledger's accountant sets how many steps the budget allows
+        self.ledger = ledger_for(SubsampledGaussian(self.accountant_sampling, sample_rate, m.noise_multiplier), p,
+                                 int(steps or 0), accountant=accountant, reason=reason)
         self.accountant = self.ledger.accountant
-        if m.noise_multiplier is None:  # null: calibrated to the budget at the requested steps
-            if not steps:
-                raise ValueError(f"method.noise_multiplier=null calibrates the noise for the run's steps, but "
-                                 f"{self.name} was given none: set trainer.steps or trainer.epochs, or give "
-                                 "method.noise_multiplier")
-            self.noise_multiplier = self.ledger.calibrate(int(steps))
-        else:  # the noise is given: the ledger's accountant sets how many steps the budget allows
-            self.noise_multiplier = self.ledger.use_noise(m.noise_multiplier)
+        self.noise_multiplier = self.ledger.noise_multiplier
         self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(self.noise_multiplier),
                                    sample_rate=float(sample_rate))
         self.sample_rate = float(sample_rate)
