@@ -73,6 +73,17 @@ def _trials(n: int, desc: str, progress: bool):
     return tqdm(range(n), desc=desc, leave=False, disable=not progress, dynamic_ncols=True, mininterval=0.5)
 
 
+def _method(overrides: Sequence[str], n: int, shape=(), num_classes: int = 2, batch: int = 1, feat_dim: int = 0,
+            dim: int = 0, **extra):
+    """(cfg, method) for ``overrides`` built by the registry as a run builds it (``registry.build``): ``n``
+    private records of ``shape`` (or flat records of ``dim`` values; domain adaptation: ``feat_dim`` features),
+    batches of ``batch``, one step."""
+    from dpgen.methods.registry import DataInfo, build
+
+    cfg = compose_config([*overrides, f"trainer.batch_size={batch}"])
+    return cfg, build(cfg, DataInfo(n, tuple(shape), num_classes, feat_dim=feat_dim, dim=dim), 1, **extra)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed) % (2 ** 63))
 
@@ -173,7 +184,6 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
     ``nonfinite``: the canary in D holds an inf and a NaN pixel (its row must become 0, so the shift is at
     most 1/2); ``naive_clip``: with a1b9f60's clip (:func:`legacy_clip`), which must be caught.
     """
-    from dpgen.methods.dpswd import DPSWD
 
     z = NOISE_MULTIPLIER
     d = int(np.prod(DPSWD_SHAPE))
@@ -183,9 +193,7 @@ def audit_dpswd(trials: int, seed: int, bound: str = "frame", row_bound: str = "
     covered_rows = row_bound in ("clip", "scale")
     if not covered_rows:
         over.append("method.center=none")
-    cfg = compose_config(over)
-    m = DPSWD(cfg, num_classes=DPSWD_CLASSES, data_dim=d, n_private=1000, steps=1, batch_size=1,
-              image_shape=DPSWD_SHAPE)
+    cfg, m = _method(over, 1000, DPSWD_SHAPE, DPSWD_CLASSES)
     m.rng = _gen(seed)
     y = torch.zeros(1, dtype=torch.long)
     direction = torch.zeros(DPSWD_SHAPE)
@@ -233,15 +241,12 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
     R = sqrt(d), noise std z 2R / N. Canary +ones (norm R) in D, -ones in D' (the clip admits any
     record; antipodal records reach the replace-one sensitivity 2R / N); score <center, ones / R>.
     """
-    from dpgen.methods.dpswd import DPSWD
 
     z = NOISE_MULTIPLIER
     d = int(np.prod(DPSWD_SHAPE))
     n = 4
-    cfg = compose_config(["method=dpswd", "method.center=dp_mean", f"method.center_noise_multiplier={z * noise_scale}",
-                    f"method.noise_multiplier={z}", "method.k=32"])
-    m = DPSWD(cfg, num_classes=DPSWD_CLASSES, data_dim=d, n_private=n, steps=1, batch_size=1,
-              image_shape=DPSWD_SHAPE)
+    cfg, m = _method(["method=dpswd", "method.center=dp_mean", f"method.center_noise_multiplier={z * noise_scale}",
+                      f"method.noise_multiplier={z}", "method.k=32"], n, DPSWD_SHAPE, DPSWD_CLASSES)
     m.rng = _gen(seed)
     y = torch.zeros(n, dtype=torch.long)
     others = torch.full((n - 1, *DPSWD_SHAPE), 0.5)
@@ -277,12 +282,11 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
     frequencies. Its mean shift is sqrt(2) / N: unit features make 2 / N (the design sensitivity, DP-MERF's)
     reachable only by phi(x') = -phi(x), which random Fourier features do not produce, so the audit's
     power against too little noise is that of a sensitivity sqrt(2) / N."""
-    from dpgen.methods.dpmerf import DPMERF, mean_embedding
+    from dpgen.methods.dpmerf import mean_embedding
 
     z, n, shape = NOISE_MULTIPLIER, 4, (1, 4, 4)
-    cfg = compose_config(["method=dpmerf", "method.n_features=64", f"method.noise_multiplier={z}",
-                          "privacy.epsilon=100"])
-    m = DPMERF(cfg, num_classes=2, data_dim=16, n_private=n)
+    cfg, m = _method(["method=dpmerf", "method.n_features=64", f"method.noise_multiplier={z}",
+                      "privacy.epsilon=100"], n, shape)
     m.noise_std = z * noise_scale * m.sensitivity  # noise_scale != 1: a deliberate bug the audit must catch
     m.rng = _gen(seed)
     others = torch.full((n - 1, *shape), 0.5)
@@ -315,12 +319,10 @@ SINKHORN_SHAPE = (1, 4, 4)
 
 
 def _dpsinkhorn(noise_scale: float, seed: int):
-    from dpgen.methods.dpsinkhorn import DPSinkhorn
 
-    cfg = compose_config(["method=dpsinkhorn", "method.clip_mode=batch",  # the paper's hook (Algorithm 1)
-                          f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
-    m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
-                   batch_size=2)
+    cfg, m = _method(["method=dpsinkhorn", "method.clip_mode=batch",  # the paper's hook (Algorithm 1)
+                      f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"], 1000,
+                     dim=int(np.prod(SINKHORN_SHAPE)), batch=2)
     m.rng = _gen(seed)
     # D' = {r}, D = {r, canary}: pixel 0 at 1 and at -3 (the clip admits any record). Against one
     # generated image at 0 the image gradient points along -e0 on D' and along +e0 on D, with norm
@@ -393,13 +395,10 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
     ``clip_mode=per_sample``: dpgen's per-record image gradient (each record's gradient of the dual bound
     clipped to C, noise C sigma): the canary's own clipped gradient is the shift, sensitivity C.
     """
-    from dpgen.methods.dpsinkhorn import DPSinkhorn
     from dpgen.models.generators import DCTGenerator
 
-    cfg = compose_config(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
-                          f"method.clip_mode={clip_mode}"])
-    m = DPSinkhorn(cfg, num_classes=2, data_dim=int(np.prod(SINKHORN_SHAPE)), n_private=1000, steps=1,
-                   batch_size=2)
+    cfg, m = _method(["method=dpsinkhorn", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
+                      f"method.clip_mode={clip_mode}"], 1000, dim=int(np.prod(SINKHORN_SHAPE)), batch=2)
     m.rng = _gen(seed)
     torch.manual_seed(seed)
     gen = DCTGenerator(code_dim=2, num_classes=2, out_shape=SINKHORN_SHAPE, dct_size=2, hidden=(8,))
@@ -482,12 +481,10 @@ def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, pro
     the loss is record-separable, so the clipped sum moves by the canary's clipped gradient. Score:
     B <gradient, unit direction of the canary's gradient> (B: the expected batch the loss divides by).
     """
-    from dpgen.methods.dpsinkhorn import DPSinkhornParamGrad
 
-    cfg = compose_config(["method=dpsinkhorn_param", "method.clip_mode=per_sample",
-                    f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     d = int(np.prod(SINKHORN_SHAPE))
-    m = DPSinkhornParamGrad(cfg, num_classes=2, data_dim=d, n_private=1000, steps=1, batch_size=2)
+    cfg, m = _method(["method=dpsinkhorn_param", "method.clip_mode=per_sample",
+                      f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"], 1000, dim=d, batch=2)
     m.rng = _gen(seed)
     gen = _set_weights(torch.nn.Linear(2, d), seed=1, scale=0.3)
     m.bind_generator(gen)
@@ -573,14 +570,14 @@ def audit_dpdann(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
     opacus ghost clipping, the default) on a fixed linear feature extractor and discriminator.
     D' = {r}, D = {r, canary}; the canary is pushed to the discriminator's source side so its
     gradient (norm >> C) is clipped. Score: B <release, unit direction of the canary's gradient>."""
-    from dpgen.methods.dpdann import DPDANN, per_sample_grads
+    from dpgen.methods.dpdann import per_sample_grads
 
     b = 2
-    cfg = compose_config(["task=domain_adaptation", "method=dpdann", "dataset=da_usps_mnist",
-                    f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"])
     g = _set_weights(torch.nn.Linear(16, 8), seed=5, scale=0.3)
     disc = _set_weights(torch.nn.Linear(8, 1), seed=6, scale=0.3)
-    m = DPDANN(cfg, 8, 2, 1000, 1, b, disc=disc)
+    cfg, m = _method(["task=domain_adaptation", "method=dpdann", "dataset=da_usps_mnist",
+                      f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}"], 1000, batch=b, feat_dim=8,
+                     disc=disc)
     m.rng = _gen(seed)
     xr = torch.randn(1, 16, generator=_gen(7)) / 4
     toward_source = (g.weight.detach().T @ disc.weight.detach()[0])
@@ -623,14 +620,13 @@ def audit_da_dpswd(trials: int, seed: int, row_bound: str = "clip", target_grad:
       (no record there has a coordinate 0) and > 0 on D.
     """
     from dpgen.methods.da_base import DABatch
-    from dpgen.methods.da_dpswd import DADPSWD
 
     d = 8
     b = 512 if row_bound == "batch_max" else 1
-    cfg = compose_config(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist", "method.bound=frame",
-                    f"method.k={d}", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
-                    f"method.row_bound={row_bound}", f"method.target_grad={target_grad}"])
-    m = DADPSWD(cfg, d, 2, 10_000, 1, b)
+    cfg, m = _method(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist", "method.bound=frame",
+                      f"method.k={d}", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
+                      f"method.row_bound={row_bound}", f"method.target_grad={target_grad}"], 10_000, batch=b,
+                     feat_dim=d)
     m.rng = _gen(seed)
     g = torch.nn.Linear(d, d, bias=False)
     with torch.no_grad():
