@@ -165,6 +165,106 @@ def _config_key(cfg) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class _Generations:
+    """The generations of one run folder: saved one by one (``table_generations/<g>.json``, atomically, keyed by
+    the run's settings), read back with ``reuse``, and collected into per-metric lists and the cell's wall time
+    (each generation's own; the first one's includes training)."""
+
+    def __init__(self, run_dir: Path, key: str, reuse: bool, generations: int) -> None:
+        self.dir, self.key, self.reuse, self.generations = run_dir / GENERATIONS_DIR, key, reuse, generations
+        self.wall = 0.0
+        self.per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}
+        self.fid_note: Optional[str] = None
+        self.protocol: Optional[str] = None
+        self.count = 0
+
+    def saved(self, g: int) -> Optional[Dict]:
+        f = self.dir / f"{g}.json"
+        if not self.reuse or not f.exists():
+            return None
+        rec = json.loads(f.read_text())
+        if rec.get("config_key") != self.key:
+            return None
+        self.wall += float(rec.get("wall_s") or 0.0)
+        return rec["metrics"]
+
+    def save(self, g: int, metrics: Dict, since: float, seconds: Optional[float] = None) -> None:
+        from dpgen.utils.io import atomic_write_text
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        dt = time.time() - since if seconds is None else seconds  # one reading: the file and the sum hold it
+        self.wall += dt
+        atomic_write_text(self.dir / f"{g}.json", json.dumps({"config_key": self.key, "generation": g,
+                                                              "wall_s": round(dt, 1), "metrics": metrics},
+                                                             indent=2, default=str))
+
+    def collect(self, metrics: Dict) -> None:
+        """One generation's numbers, and a line for it (the tables run without progress bars)."""
+        self.count += 1
+        ds = metrics.get("downstream") or {}
+        got = [f"{k} {r['test_acc']:.2f} %" + (f" ({r['time_s']:.0f} s)" if r.get("time_s") is not None else "")
+               for k, r in ds.items() if isinstance(r, dict) and "test_acc" in r]
+        print(f"[dpgen] generation {self.count} of {self.generations}: " + (", ".join(got) or "no classifier"),
+              flush=True)
+        for k in ("logreg", "mlp", "cnn", "class_mean"):
+            r = ds.get(k)
+            if isinstance(r, dict) and "test_acc" in r:
+                self.per_gen[k].append(float(r["test_acc"]))
+        if isinstance(ds.get("spread_ratio"), (int, float)):
+            self.per_gen["spread_ratio"].append(float(ds["spread_ratio"]))
+        if metrics.get("fid") is not None:
+            for k in ("fid", "precision", "recall", "density", "coverage"):
+                if isinstance(metrics.get(k), (int, float)):
+                    self.per_gen[k].append(float(metrics[k]))
+            self.protocol = metrics.get("fid_protocol") or self.protocol
+        elif "fid_missing" in metrics:
+            self.fid_note = metrics["fid_missing"]
+
+    def summary(self, m: Dict) -> Dict[str, Any]:
+        """The row: the run's facts (``m``: its metrics.json) and mean / std / values of each metric."""
+        private = bool(m["privacy"].get("private"))
+        per_gen = self.per_gen
+        out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(self.wall, 1),
+               "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
+               "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if private else "inf",
+               "sigma": round(float(m["privacy"].get("sigma", 0.0)), 4) if private else 0.0,
+               "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
+        for k, v in per_gen.items():
+            out[k], std = mean_std(v, 2 if k in ("fid", "class_mean", "logreg", "mlp", "cnn") else 4)
+            if v:
+                out[f"{k}_std"] = std
+                out[f"{k}_values"] = [round(x, 4) for x in v]
+            else:
+                out.pop(k)
+        if "fid" not in out:
+            out["fid"] = "n/a: " + (self.fid_note or "FID not computed at this scale (task.fid=false)")[:80]
+        else:
+            out["fid_protocol"] = self.protocol
+        return out
+
+
+def _first_generation(cfg, run_dir: Path, gens: _Generations, t0: float) -> "tuple[Dict, int]":
+    """(the run's metrics, the first generation still to evaluate): the run trained (or resumed) here, its
+    generation 1 read back, or a finished run's own evaluation taken as generation 1 (``reuse``); without
+    ``reuse`` a finished run is not trained again but its generation 1 is evaluated again (first 0)."""
+    from dpgen.tasks import run as run_config
+
+    m = gens.saved(0)
+    finished = read_run(run_dir).metrics if m is None else None  # metrics.json of the checkpoint's weights
+    if finished is not None and gens.reuse:  # a finished run (the caller checked the folder's settings)
+        gens.save(0, finished, t0, float(finished.get("wall_seconds") or 0.0))
+        print(f"[dpgen] generation 1 of {gens.generations}: the finished run's own evaluation", flush=True)
+        return finished, 1
+    if finished is not None:
+        return finished, 0
+    if m is None:  # train (or resume) the run; its own evaluation is generation 0
+        m = run_config(cfg, run_dir)
+        gens.save(0, m, t0, m.get("wall_seconds"))  # the run's own: every sitting of a resumed run, not only this
+    else:
+        print(f"[dpgen] generation 1 of {gens.generations}: read from {gens.dir / '0.json'}", flush=True)
+    return m, 1
+
+
 def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Dict[str, Any]:
     """Train ``cfg`` in ``run_dir`` (or resume it), evaluate ``generations`` synthetic sets of its generator (the
     papers' "5 runs of generation"); metrics mean / std / per-generation values and the run's facts, also
@@ -176,83 +276,18 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     run that finished without this (its ``metrics.json``: the run's own evaluation) gives generation 1 as it is."""
     import dataclasses
 
-    from dpgen.tasks import run as run_config
     from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 
-    t0 = time.time()
-    key = _config_key(cfg)
     run_dir = Path(run_dir)
-    gen_dir = run_dir / GENERATIONS_DIR
-
-    wall = [0.0]  # the generations' own wall times (the first one's includes training): the cell's wall time
-
-    def saved(g: int) -> Optional[Dict]:
-        f = gen_dir / f"{g}.json"
-        if not reuse or not f.exists():
-            return None
-        rec = json.loads(f.read_text())
-        if rec.get("config_key") != key:
-            return None
-        wall[0] += float(rec.get("wall_s") or 0.0)
-        return rec["metrics"]
-
-    def save(g: int, metrics: Dict, since: float, seconds: Optional[float] = None) -> None:
-        gen_dir.mkdir(parents=True, exist_ok=True)
-        dt = time.time() - since if seconds is None else seconds  # one reading: the file and the sum hold it
-        wall[0] += dt
-        atomic_write_text(gen_dir / f"{g}.json", json.dumps({"config_key": key, "generation": g,
-                                                             "wall_s": round(dt, 1), "metrics": metrics},
-                                                            indent=2, default=str))
-
-    m = saved(0)
-    finished = read_run(run_dir).metrics if m is None else None  # metrics.json of the checkpoint's weights
-    first = 1  # the first generation evaluated below (0: the run's own evaluation is made again)
-    if finished is not None and reuse:  # a finished run (the caller checked the folder's settings): its evaluation
-        m = finished
-        save(0, m, t0, float(m.get("wall_seconds") or 0.0))
-        print(f"[dpgen] generation 1 of {generations}: the finished run's own evaluation", flush=True)
-    elif finished is not None:  # reuse=False: the run is finished (not trained again); its generation 1 is
-        m, first = finished, 0  # evaluated again below, from its checkpoint, with the run's own seed
-    elif m is None:  # train (or resume) the run; its own evaluation is generation 0
-        m = run_config(cfg, run_dir)
-        save(0, m, t0, m.get("wall_seconds"))  # the run's own: every sitting of a resumed run, not only this one
-    else:
-        print(f"[dpgen] generation 1 of {generations}: read from {gen_dir / '0.json'}", flush=True)
-    per_gen: Dict[str, List[float]] = {k: [] for k in GENERATION_METRICS}
-    fid_note = None
-    protocol = [None]
-
-    collected = []
-
-    def collect(metrics):  # and a line per generation: the tables run without progress bars
-        nonlocal fid_note
-        collected.append(metrics)
-        got = [f"{k} {r['test_acc']:.2f} %" + (f" ({r['time_s']:.0f} s)" if r.get("time_s") is not None else "")
-               for k, r in (metrics.get("downstream") or {}).items() if isinstance(r, dict) and "test_acc" in r]
-        print(f"[dpgen] generation {len(collected)} of {generations}: " + (", ".join(got) or "no classifier"),
-              flush=True)
-        ds = metrics.get("downstream") or {}
-        for k in ("logreg", "mlp", "cnn", "class_mean"):
-            r = ds.get(k)
-            if isinstance(r, dict) and "test_acc" in r:
-                per_gen[k].append(float(r["test_acc"]))
-        if isinstance(ds.get("spread_ratio"), (int, float)):
-            per_gen["spread_ratio"].append(float(ds["spread_ratio"]))
-        if metrics.get("fid") is not None:
-            for k in ("fid", "precision", "recall", "density", "coverage"):
-                if isinstance(metrics.get(k), (int, float)):
-                    per_gen[k].append(float(metrics[k]))
-            protocol[0] = metrics.get("fid_protocol") or protocol[0]
-        elif "fid_missing" in metrics:
-            fid_note = metrics["fid_missing"]
-
+    gens = _Generations(run_dir, _config_key(cfg), reuse, generations)
+    m, first = _first_generation(cfg, run_dir, gens, time.time())
     if first == 1:
-        collect(m)
+        gens.collect(m)
     gen = None
     for g in range(first, generations):  # more synthetic sets from the same generator
-        extra = saved(g) if g > 0 else None
+        extra = gens.saved(g) if g > 0 else None
         if extra is None:
             if gen is None:
                 from dpgen.release import load_generator
@@ -273,27 +308,11 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
                     extra.update(fid_of_generator(c, gen, shape, device))
             if g == 0:  # the run's own facts (privacy, steps) with its generation 1 evaluated again
                 extra = {**m, **extra}
-            save(g, extra, t_g)
+            gens.save(g, extra, t_g)
         else:
-            print(f"[dpgen] generation {g + 1} of {generations}: read from {gen_dir / f'{g}.json'}", flush=True)
-        collect(extra)
-    private = bool(m["privacy"].get("private"))
-    out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(wall[0], 1),
-           "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
-           "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if private else "inf",
-           "sigma": round(float(m["privacy"].get("sigma", 0.0)), 4) if private else 0.0,
-           "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
-    for k, v in per_gen.items():
-        out[k], std = mean_std(v, 2 if k in ("fid", "class_mean", "logreg", "mlp", "cnn") else 4)
-        if v:
-            out[f"{k}_std"] = std
-            out[f"{k}_values"] = [round(x, 4) for x in v]
-        else:
-            out.pop(k)
-    if "fid" not in out:
-        out["fid"] = "n/a: " + (fid_note or "FID not computed at this scale (task.fid=false)")[:80]
-    else:
-        out["fid_protocol"] = protocol[0]
+            print(f"[dpgen] generation {g + 1} of {generations}: read from {gens.dir / f'{g}.json'}", flush=True)
+        gens.collect(extra)
+    out = gens.summary(m)
     atomic_write_text(run_dir / RESULT_FILE, json.dumps(out, indent=2))
     return out
 
