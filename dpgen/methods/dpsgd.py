@@ -242,8 +242,6 @@ class DPSGD(Method):
         ledger=None,
         per_sample: str = "ghost",
     ) -> None:
-        from dpgen.privacy.accountants import make_accountant
-
         self.private = bool(private)
         self.clip = check_clip(clip)
         self.chunk_size = chunk_size
@@ -276,57 +274,58 @@ class DPSGD(Method):
         self.noise_multiplier = check_positive(noise_multiplier, "method.noise_multiplier",
                                                "the Gaussian noise std divided by C")
         names = list(dict.fromkeys([self.ledger_name, *accountants]))  # the ledger's accountant first
-        for a in names:
-            if a == self.ledger_name:
-                continue
-            if a not in ACCOUNTANT_CHOICES:
-                raise PrivacyParameterError(
-                    f"method.accountants contains {a!r}, an unknown accountant: choose from "
-                    f"{', '.join(ACCOUNTANT_CHOICES)} (DP: moments, rdp, opacus_rdp; BDP: bdp; WDP: wdp).")
-        pairwise = [a for a in names if a in PAIRWISE_ACCOUNTANTS]
-        if pairwise:
-            need = 3 if "bdp" in pairwise else 2
-            if batch_size is not None and int(batch_size) < 2:
-                raise PrivacyParameterError(
-                    f"trainer.batch_size={batch_size} is invalid with method.accountants={pairwise}: the "
-                    "Bayesian and Wasserstein accountants measure pairs of per-example gradients from each "
-                    "batch, and a batch of 1 has no pair; use trainer.batch_size >= 2 (e.g. 64), or drop "
-                    "bdp/wdp from method.accountants.")
-            self.min_pair_examples = need
-            if self.pair_examples < need:
-                raise PrivacyParameterError(
-                    f"method.pair_examples={pair_examples} is invalid with method.accountants={pairwise}: "
-                    f"each step needs at least {need} gradients ({need * (need - 1) // 2} pairs"
-                    f"{'; the Bayesian accountant estimates from >= 2 pairs' if need == 3 else ''}); e.g. 8.")
-            if batch_size is not None and self.pair_examples > int(batch_size):
-                raise PrivacyParameterError(
-                    f"method.pair_examples={pair_examples} is larger than trainer.batch_size={batch_size}: "
-                    "the pairs come from the batch; lower method.pair_examples.")
+        self._check_accountants(names, batch_size)
         #: the run's dpgen.privacy.ledger.Ledger (calibration and budget); its accountant is the one below under
         #: ``ledger_name``, so the ledger and the reported DP epsilon are one
         self.ledger = ledger
         for a in names:
-            if a == self.ledger_name:
-                self.accountants[a] = ledger.accountant if ledger is not None else make_accountant("moments")
-                self.deltas[a] = check_delta(delta, "privacy.delta")
-            elif a in ("moments", "pld"):
-                self.accountants[a] = make_accountant(a)
-                self.deltas[a] = check_delta(delta, "privacy.delta")
-            elif a == "rdp":
-                self.accountants[a] = make_accountant("rdp", sampling="poisson")
-                self.deltas[a] = check_delta(delta, "privacy.delta")
-            elif a == "opacus_rdp":
-                self.accountants[a] = make_accountant("opacus_rdp")
-                self.deltas[a] = check_delta(delta, "privacy.delta")
-            elif a == "bdp":
-                kw = {"total_steps": int(total_steps)}
-                if bdp_orders:
-                    kw["orders"] = list(bdp_orders)
-                self.accountants[a] = make_accountant("bdp", **kw)
-                self.deltas[a] = check_delta(bdp_delta, "method.bdp_delta")
-            elif a == "wdp":
-                self.accountants[a] = make_accountant("wdp", order=wdp_order, beta=wdp_beta)
-                self.deltas[a] = check_delta(wdp_delta, "method.wdp_delta")
+            self.accountants[a], self.deltas[a] = self._accountant(
+                a, ledger, delta=delta, bdp_delta=bdp_delta, wdp_delta=wdp_delta, wdp_order=wdp_order,
+                wdp_beta=wdp_beta, bdp_orders=bdp_orders, total_steps=total_steps)
+
+    def _check_accountants(self, names: Sequence[str], batch_size: Optional[int]) -> None:
+        """Known accountants; the pairwise ones (bdp, wdp) need pairs of per-example gradients from each batch."""
+        for a in names:
+            if a != self.ledger_name and a not in ACCOUNTANT_CHOICES:
+                raise PrivacyParameterError(
+                    f"method.accountants contains {a!r}, an unknown accountant: choose from "
+                    f"{', '.join(ACCOUNTANT_CHOICES)} (DP: moments, rdp, opacus_rdp; BDP: bdp; WDP: wdp).")
+        pairwise = [a for a in names if a in PAIRWISE_ACCOUNTANTS]
+        if not pairwise:
+            return
+        need = 3 if "bdp" in pairwise else 2
+        if batch_size is not None and int(batch_size) < 2:
+            raise PrivacyParameterError(
+                f"trainer.batch_size={batch_size} is invalid with method.accountants={pairwise}: the "
+                "Bayesian and Wasserstein accountants measure pairs of per-example gradients from each "
+                "batch, and a batch of 1 has no pair; use trainer.batch_size >= 2 (e.g. 64), or drop "
+                "bdp/wdp from method.accountants.")
+        self.min_pair_examples = need
+        if self.pair_examples < need:
+            raise PrivacyParameterError(
+                f"method.pair_examples={self.pair_examples} is invalid with method.accountants={pairwise}: "
+                f"each step needs at least {need} gradients ({need * (need - 1) // 2} pairs"
+                f"{'; the Bayesian accountant estimates from >= 2 pairs' if need == 3 else ''}); e.g. 8.")
+        if batch_size is not None and self.pair_examples > int(batch_size):
+            raise PrivacyParameterError(
+                f"method.pair_examples={self.pair_examples} is larger than trainer.batch_size={batch_size}: "
+                "the pairs come from the batch; lower method.pair_examples.")
+
+    def _accountant(self, a: str, ledger, *, delta, bdp_delta, wdp_delta, wdp_order, wdp_beta, bdp_orders,
+                    total_steps):
+        """(accountant ``a``, the delta it reports at): the ledger's own for ``ledger_name``, else a new one."""
+        from dpgen.privacy.accountants import make_accountant
+
+        if a == self.ledger_name:
+            return (ledger.accountant if ledger is not None else make_accountant("moments"),
+                    check_delta(delta, "privacy.delta"))
+        if a == "bdp":
+            kw = {"total_steps": int(total_steps), **({"orders": list(bdp_orders)} if bdp_orders else {})}
+            return make_accountant("bdp", **kw), check_delta(bdp_delta, "method.bdp_delta")
+        if a == "wdp":
+            return make_accountant("wdp", order=wdp_order, beta=wdp_beta), check_delta(wdp_delta, "method.wdp_delta")
+        kw = {"sampling": "poisson"} if a == "rdp" else {}  # moments, pld, rdp, opacus_rdp
+        return make_accountant(a, **kw), check_delta(delta, "privacy.delta")
 
     # -- properties --------------------------------------------------------------------------------
     @property
