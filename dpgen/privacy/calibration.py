@@ -253,17 +253,22 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
             cache[x] = math.log(e) - target if e > 0 else -math.inf
         return cache[x]
 
-    # 1. secant guess
-    x0, x1 = math.log(z0), math.log(z0) + 0.5
-    if not secant:
-        x1 = x0
-    for _ in range(2 if secant else 0):
-        f0, f1 = f(x0), f(x1)
-        if not (math.isfinite(f0) and math.isfinite(f1)) or f1 == f0:
-            break
-        x0, x1 = x1, min(max(x1 - f1 * (x1 - x0) / (f1 - f0), x1 - 3.0), x1 + 3.0)
-    guess = x1
-    # 2. bracket around the guess, growing the step until the sign changes
+    lo, hi, small = _bracket(f, _secant_guess(f, math.log(z0), secant), rel_tol, epsilon, delta, steps, q)
+    if small:  # a noise multiplier below 1e-4 already spends less than epsilon
+        return math.exp(hi)
+    # 3. bisection (Brent) on log z to rel_tol
+    if hi - lo > math.log1p(rel_tol):
+        root = brentq(f, lo, hi, xtol=math.log1p(rel_tol) / 4, rtol=1e-12)
+        hi = root + math.log1p(rel_tol) / 4
+    z = math.exp(hi)
+    while f(math.log(z)) > 0:  # never overspend (accountant round-off)
+        z *= 1 + rel_tol / 4
+    return z
+
+
+def _bracket(f, guess: float, rel_tol: float, epsilon, delta, steps, q) -> "tuple[float, float, bool]":
+    """2. (lo, hi, below 1e-4) around the root of ``f`` in log z, growing the step from ``guess`` until the sign
+    changes; a PrivacyParameterError when even 1e6 does not reach epsilon."""
     step = math.log1p(rel_tol)
     lo = hi = guess
     if f(guess) > 0:
@@ -281,15 +286,19 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
             hi, lo = lo, lo - step
             step *= 4
             if lo < math.log(1e-4):
-                return math.exp(hi)
-    # 3. bisection (Brent) on log z to rel_tol
-    if hi - lo > math.log1p(rel_tol):
-        root = brentq(f, lo, hi, xtol=math.log1p(rel_tol) / 4, rtol=1e-12)
-        hi = root + math.log1p(rel_tol) / 4
-    z = math.exp(hi)
-    while f(math.log(z)) > 0:  # never overspend (accountant round-off)
-        z *= 1 + rel_tol / 4
-    return z
+                return lo, hi, True
+    return lo, hi, False
+
+
+def _secant_guess(f, x0: float, secant: bool) -> float:
+    """1. Up to two secant steps on (log z, f) from ``x0`` (none when the surrogate gave the guess)."""
+    x1 = x0 + 0.5 if secant else x0
+    for _ in range(2 if secant else 0):
+        f0, f1 = f(x0), f(x1)
+        if not (math.isfinite(f0) and math.isfinite(f1)) or f1 == f0:
+            break
+        x0, x1 = x1, min(max(x1 - f1 * (x1 - x0) / (f1 - f0), x1 - 3.0), x1 + 3.0)
+    return x1
 
 
 def calibrate(
