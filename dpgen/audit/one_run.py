@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from dpgen.privacy.one_run_bound import CONFIDENCE, best_epsilon_lower_bound, epsilon_lower_bound
+from dpgen.tasks.generation import GenerationTask
 
 RELATION = "add/remove one canary (Poisson sampling; dataset size declared per run)"
 COLUMNS = ("method", "setting", "noise_scale", "claimed_epsilon", "epsilon_at_actual_noise", "delta",
@@ -198,97 +199,107 @@ def _dpsinkhorn_task(canaries: Canaries, directions: torch.Tensor, noise_scale: 
     the canary, v_i>. Per-record clip (``per_sample``): the auditor computes each canary's clipped per-record
     gradient G_i at the step's public codes (the method's own ``record_code_gradients`` and clip) and scores the
     release projected on G_i / ||G_i|| with :func:`score_poisson_run`."""
-    from dpgen.data import ArrayDataset
-    from dpgen.privacy.clipping import CLIP_MARGIN
-    from dpgen.tasks.generation import GenerationTask
+    return CanaryGeneration(canaries, directions, noise_scale, n_real)
 
-    class CanaryGeneration(GenerationTask):
-        name = "generation"
 
-        def setup(self, cfg, device) -> None:
-            super().setup(cfg, device)
-            X, Y = self.train_ds.tensors
-            inc = torch.as_tensor(canaries.included)
-            X = torch.cat([X[:n_real], canaries.x[inc].to(X.dtype)])
-            Y = torch.cat([Y[:n_real], canaries.y[inc]])
-            self.train_ds = ArrayDataset(X, Y, name=cfg.dataset.name, num_classes=self.num_classes, split="train")
-            self.n_private = self.n_records = len(self.train_ds)  # = dataset.n_train, declared by audit_run
-            self.scores = torch.zeros(canaries.m, device=device)
-            self.xs, self.mus = [], []  # per-record clip: the release on each canary's direction, its signal
+class CanaryGeneration(GenerationTask):
+    """The generation task with the canaries in its private set and the auditor's hooks on the release."""
 
-        def build(self, cfg, steps: int, device):
-            method, models = super().build(cfg, steps, device)
-            under_noise(method.mechanism, noise_scale)  # the ledger keeps charging the full noise
-            self.method = method
-            gen = models["generator"]
-            if method.clip_mode == "per_sample":
-                self._watch_per_record(method, device)
-                return method, models
-            task, seen = self, {}
-            v = directions.to(device)  # (m, k*k), unit rows
-            yc = canaries.y.to(device)
-            real_code, real_hook = gen.sample_code, method._hook
+    name = "generation"
 
-            def sample_code(n, device=None):
-                code, y = real_code(n, device=device)
-                seen["code"], seen["y"] = code.detach().reshape(code.shape[0], -1), y
-                return code, y
+    def __init__(self, canaries: Canaries, directions: torch.Tensor, noise_scale: float, n_real: int) -> None:
+        super().__init__()
+        self.canaries, self.directions, self.noise_scale, self.n_real = canaries, directions, noise_scale, n_real
 
-            def hook(grad):
-                out = real_hook(grad)  # the released coefficient gradient
-                with torch.no_grad():
-                    code, y = seen["code"], seen["y"]
-                    g = out.detach().reshape(out.shape[0], -1)
-                    # the generated sample nearest to each canary (of its label when there is one): public
-                    proj = v @ code.T  # (m, B): <code_j, v_i>, the canary is far along +v_i
-                    same = (yc[:, None] == y[None, :]) if y is not None else torch.ones_like(proj, dtype=torch.bool)
-                    dist = (code * code).sum(1)[None, :] - 2 * AMPLITUDE_DCT * proj
-                    dist = torch.where(same.any(1, keepdim=True) & ~same, torch.full_like(dist, float("inf")), dist)
-                    j = dist.argmin(1)
-                    task.scores -= (g[j] * v).sum(1)
-                return out
+    def setup(self, cfg, device) -> None:
+        from dpgen.data import ArrayDataset
 
-            gen.sample_code = sample_code
-            method._hook = hook
+        super().setup(cfg, device)
+        canaries, n_real = self.canaries, self.n_real
+        X, Y = self.train_ds.tensors
+        inc = torch.as_tensor(canaries.included)
+        X = torch.cat([X[:n_real], canaries.x[inc].to(X.dtype)])
+        Y = torch.cat([Y[:n_real], canaries.y[inc]])
+        self.train_ds = ArrayDataset(X, Y, name=cfg.dataset.name, num_classes=self.num_classes, split="train")
+        self.n_private = self.n_records = len(self.train_ds)  # = dataset.n_train, declared by audit_run
+        self.scores = torch.zeros(canaries.m, device=device)
+        self.xs, self.mus = [], []  # per-record clip: the release on each canary's direction, its signal
+
+    def build(self, cfg, steps: int, device):
+        method, models = super().build(cfg, steps, device)
+        canaries, directions = self.canaries, self.directions
+        under_noise(method.mechanism, self.noise_scale)  # the ledger keeps charging the full noise
+        self.method = method
+        gen = models["generator"]
+        if method.clip_mode == "per_sample":
+            self._watch_per_record(method, device)
             return method, models
+        task, seen = self, {}
+        v = directions.to(device)  # (m, k*k), unit rows
+        yc = canaries.y.to(device)
+        real_code, real_hook = gen.sample_code, method._hook
 
-        def _watch_per_record(self, method, device) -> None:
-            task, real_release = self, method.release_per_record
-            xc, yc = canaries.x.to(device), canaries.y.to(device)
-            c = float(method.mechanism.clip)
-            step_x, step_mu = [], []
+        def sample_code(n, device=None):
+            code, y = real_code(n, device=device)
+            seen["code"], seen["y"] = code.detach().reshape(code.shape[0], -1), y
+            return code, y
 
-            def release_per_record(gen, code, y_fake, batch):
-                out = real_release(gen, code, y_fake, batch)  # the released code gradient (noisy sum / B)
-                with torch.no_grad():  # each canary's own per-record gradient at the public codes: the clip
-                    code = code.detach()  # scales it to min(norm, C (1 - margin)) along the same direction
-                    released = out.detach().flatten() * method.batch_size
-                    for g in method.record_code_gradients(gen, code, y_fake, xc, yc,
-                                                          chunk=min(CANARY_CHUNK, canaries.m)):
-                        g = g.flatten(1)
-                        norm = g.norm(dim=1)
-                        step_x.append((g @ released) / norm.clamp_min(1e-12) / c)
-                        step_mu.append(norm.clamp(max=c * (1.0 - CLIP_MARGIN)) / c)
-                    task.xs.append(torch.cat(step_x))
-                    task.mus.append(torch.cat(step_mu))
-                    step_x.clear()
-                    step_mu.clear()
-                return out
+        def hook(grad):
+            out = real_hook(grad)  # the released coefficient gradient
+            with torch.no_grad():
+                code, y = seen["code"], seen["y"]
+                g = out.detach().reshape(out.shape[0], -1)
+                # the generated sample nearest to each canary (of its label when there is one): public
+                proj = v @ code.T  # (m, B): <code_j, v_i>, the canary is far along +v_i
+                same = (yc[:, None] == y[None, :]) if y is not None else torch.ones_like(proj, dtype=torch.bool)
+                dist = (code * code).sum(1)[None, :] - 2 * AMPLITUDE_DCT * proj
+                dist = torch.where(same.any(1, keepdim=True) & ~same, torch.full_like(dist, float("inf")), dist)
+                j = dist.argmin(1)
+                task.scores -= (g[j] * v).sum(1)
+            return out
 
-            method.release_per_record = release_per_record
+        gen.sample_code = sample_code
+        method._hook = hook
+        return method, models
 
-        def final_scores(self) -> np.ndarray:
-            if self.xs:
-                return score_poisson_run(self.xs, self.mus, float(self.method.sample_rate))
-            return self.scores.cpu().numpy()
+    def _watch_per_record(self, method, device) -> None:
+        from dpgen.privacy.clipping import CLIP_MARGIN
 
-        def evaluate(self, cfg, models, method, device, output_dir: Path):
-            return {}
+        canaries = self.canaries
+        task, real_release = self, method.release_per_record
+        xc, yc = canaries.x.to(device), canaries.y.to(device)
+        c = float(method.mechanism.clip)
+        step_x, step_mu = [], []
 
-        def summary(self, metrics, output_dir) -> None:
-            pass
+        def release_per_record(gen, code, y_fake, batch):
+            out = real_release(gen, code, y_fake, batch)  # the released code gradient (noisy sum / B)
+            with torch.no_grad():  # each canary's own per-record gradient at the public codes: the clip
+                code = code.detach()  # scales it to min(norm, C (1 - margin)) along the same direction
+                released = out.detach().flatten() * method.batch_size
+                for g in method.record_code_gradients(gen, code, y_fake, xc, yc,
+                                                      chunk=min(CANARY_CHUNK, canaries.m)):
+                    g = g.flatten(1)
+                    norm = g.norm(dim=1)
+                    step_x.append((g @ released) / norm.clamp_min(1e-12) / c)
+                    step_mu.append(norm.clamp(max=c * (1.0 - CLIP_MARGIN)) / c)
+                task.xs.append(torch.cat(step_x))
+                task.mus.append(torch.cat(step_mu))
+                step_x.clear()
+                step_mu.clear()
+            return out
 
-    return CanaryGeneration()
+        method.release_per_record = release_per_record
+
+    def final_scores(self) -> np.ndarray:
+        if self.xs:
+            return score_poisson_run(self.xs, self.mus, float(self.method.sample_rate))
+        return self.scores.cpu().numpy()
+
+    def evaluate(self, cfg, models, method, device, output_dir: Path):
+        return {}
+
+    def summary(self, metrics, output_dir) -> None:
+        pass
 
 
 AMPLITUDE_DCT = 30.0
