@@ -7,6 +7,7 @@
     dpgen --help                                     # config groups and options
     dpgen sample <run folder> n=60000                # release a synthetic set + datasheet (dpgen/release.py)
     dpgen collect <sweep folder>                     # a sweep's summary rebuilt from its job folders
+    dpgen table <name> --scale smoke|cpu|paper       # a table of conf/table/ (dpgen/tables/declared.py)
 
 The config tree is ``dpgen/conf`` (in a checkout a link to the repository's top-level ``conf/``;
 in an installed package a copy), so an installed dpgen runs from any folder. Bad config (unknown
@@ -29,7 +30,7 @@ register_configs()
 
 
 #: subcommands that are not Hydra runs: ``dpgen <name> ...`` -> module.main(argv) -> exit code
-SUBCOMMANDS = {"sample": "dpgen.release", "collect": "dpgen.sweeps"}
+SUBCOMMANDS = {"sample": "dpgen.release", "collect": "dpgen.sweeps", "table": "dpgen.tables.declared"}
 
 #: exit status after Ctrl-C outside a training step (128 + SIGINT, as a shell reports it)
 EXIT_INTERRUPTED = 130
