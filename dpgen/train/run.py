@@ -159,7 +159,7 @@ def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:
     """Every private report says how it treats the dataset size n (which its q, steps and noise depend on)."""
     if not report.get("private"):
         return report
-    poisson = getattr(method, "sampling", None) == "poisson"
+    poisson = method.sampling == "poisson"
     return {**report, "dataset_size": (
         f"n = {int(n)} records, declared as dataset.n_train and treated as public: "
         + ("q = B / n, the epochs, the steps, the noise and every published count use this declared n, never the "

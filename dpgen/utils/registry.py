@@ -64,7 +64,7 @@ class Registry(Mapping):
         if not self._discovered:
             self._discovered = True  # first: a module that looks itself up while importing must not recurse
             pkg = importlib.import_module(self.package)
-            for info in pkgutil.iter_modules(getattr(pkg, "__path__", []), prefix=f"{self.package}."):
+            for info in pkgutil.iter_modules(pkg.__path__, prefix=f"{self.package}."):  # a package: it has one
                 if not info.name.rsplit(".", 1)[-1].startswith("_"):
                     importlib.import_module(info.name)
         return self
@@ -118,5 +118,5 @@ class Registry(Mapping):
 
 
 def _label(obj: Any) -> str:
-    return getattr(obj, "__qualname__", None) or repr(obj)
+    return obj.__qualname__ if isinstance(obj, type) else repr(obj)
 
