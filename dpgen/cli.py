@@ -7,7 +7,8 @@
     dpgen --help                                     # config groups and options
     dpgen sample <run folder> n=60000                # release a synthetic set + datasheet (dpgen/release.py)
     dpgen collect <sweep folder>                     # a sweep's summary rebuilt from its job folders
-    dpgen table <name> --scale smoke|cpu|paper       # a table of conf/table/ (dpgen/tables/declared.py)
+    dpgen table=<name> scale=smoke|cpu|paper         # a table of conf/table/ (dpgen/tables/declared.py);
+    dpgen table <name> --scale smoke                 #   the same; `dpgen table` lists them
 
 The config tree is ``dpgen/conf`` (in a checkout a link to the repository's top-level ``conf/``;
 in an installed package a copy), so an installed dpgen runs from any folder. Bad config (unknown
@@ -72,6 +73,12 @@ def main():
 
         sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
     args = sys.argv[1:]
+    table = _override(args, "table")
+    if table is not None:  # `dpgen table=<name> scale=<scale>`: the same as `dpgen table <name> --scale <scale>`
+        from dpgen.tables.declared import main as table_main
+
+        rest = [a for a in args if not a.startswith(("table=", "scale="))]
+        sys.exit(table_main([table, "--scale", _override(args, "scale") or "smoke", *rest]))
     try:
         refuse_resume_without_run(args)
     except ValueError as e:

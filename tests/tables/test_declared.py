@@ -40,3 +40,15 @@ def test_the_default_batch_table_runs_then_reads_its_runs(tmp_path, monkeypatch)
     again = declared.run_table("default_batch", "smoke")  # read, not trained again
     assert cfg.stat().st_mtime_ns == before and [r["logreg"] for r in again] == [r["logreg"] for r in rows]
     assert (tmp_path / "tables" / "default_batch.md").read_text().count("batches of") == 2
+
+
+def test_the_app_runs_a_table_given_as_table_equals_name(monkeypatch, capsys):
+    """``dpgen table=<name> scale=<scale>`` is the declared runner, through the one app's entry point."""
+    import sys
+
+    from dpgen import cli
+
+    monkeypatch.setattr(sys, "argv", ["dpgen", "table=defualt_batch", "scale=smoke"])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    assert e.value.code == 2 and "choose one of default_batch" in capsys.readouterr().err
