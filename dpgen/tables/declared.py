@@ -15,9 +15,15 @@ default one does not fit: ``docs/EXTENDING.md`` "A table".
     cells:
       - {name: epsilon 3, overrides: [privacy.epsilon=3]}
       - {name: epsilon 10, preset: null, overrides: [privacy.epsilon=10]}
-    scales:                                # added to `common`; `seeds` here replaces the table's
+    scales:                                # added to `common`; `seeds` / `datasets` here replace the table's
       smoke: {overrides: [trainer.epochs=null, trainer.steps=20], seeds: [0]}
     columns: [cell, runs, logreg, logreg_std, class_mean, epsilon_spent, sigma, status]
+
+Two more keys make a paper table: ``datasets`` (a row per cell and dataset; ``{dataset}`` and ``{alias}`` in a
+cell's name, preset, overrides and folder are replaced, ``aliases:`` maps a dataset to its presets' short name,
+e.g. fashion_mnist: fmnist) and ``generations: G`` (each cell is one run whose generator is evaluated on G
+synthetic sets, the papers' "5 runs of generation": :func:`dpgen.tables.grid.evaluate_run`; the row is its
+mean / std, :func:`generation_row`).
 """
 
 from __future__ import annotations
@@ -65,13 +71,31 @@ def load_table(name: str, scale: str) -> Dict[str, Any]:
             raise ValueError(f"table {path.stem}: {path} has no `{key}:` (a table needs its cells and its columns)")
     return {**spec, "table": spec.get("table") or path.stem, "scale": scale,
             "common": [*(spec.get("common") or []), *(extra.get("overrides") or [])],
-            "seeds": list(extra.get("seeds") or spec.get("seeds") or [0])}
+            "seeds": list(extra.get("seeds") or spec.get("seeds") or [0]),
+            "datasets": list(extra.get("datasets") or spec.get("datasets") or []),
+            "generations": extra.get("generations") or spec.get("generations")}
+
+
+def expand_cells(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The table's cells, one per cell and dataset when it names datasets (``{dataset}`` / ``{alias}`` filled)."""
+    if not spec["datasets"]:
+        return [dict(c) for c in spec["cells"]]
+    aliases = spec.get("aliases") or {}
+    out = []
+    for c in spec["cells"]:
+        for ds in spec["datasets"]:
+            fill = {"dataset": ds, "alias": aliases.get(ds, ds)}
+            out.append({**{k: (v.format(**fill) if isinstance(v, str) else
+                               [x.format(**fill) for x in v] if isinstance(v, list) else v) for k, v in c.items()},
+                        "dataset": ds})
+    return out
 
 
 def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     """The default extraction: per downstream classifier and the class-mean baseline mean / std over the seeds,
     the spread ratio, FID / recall / coverage when measured, and the privacy of the last run (epsilon, sigma)."""
-    row: Dict[str, Any] = {"cell": cell["name"], "runs": len(res.runs)}
+    row: Dict[str, Any] = {"cell": cell["name"], **({"dataset": cell["dataset"]} if "dataset" in cell else {}),
+                           "runs": len(res.runs)}
     for k in ("logreg", "mlp", "cnn", "class_mean"):
         vals = [m["downstream"][k]["test_acc"] for m in res.runs
                 if isinstance((m.get("downstream") or {}).get(k), dict)]
@@ -93,20 +117,37 @@ def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     return row
 
 
+def generation_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
+    """The extraction of a table with ``generations``: the cell's result (mean / std over its generations of
+    each metric, the run's epsilon and sigma: :func:`dpgen.tables.grid.evaluate_run`)."""
+    row = {"cell": cell["name"], **({"dataset": cell["dataset"]} if "dataset" in cell else {})}
+    if res.last:
+        row.update({k: v for k, v in res.last.items() if not k.endswith("_values")})
+    return row
+
+
 def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, reuse: bool = True,
               collect_only: bool = False) -> List[Dict[str, Any]]:
     """Run (or read) every cell of table ``name`` at ``scale``; write its CSV and Markdown; return its rows."""
     from dpgen.utils.io import write_table
     from dpgen.utils.objects import import_object
 
+    from dpgen.tables.grid import RESULT_FILE, evaluate_run, generations_done
+
     spec = load_table(name, scale)
-    extract: Callable = import_object(spec.get("extract") or DEFAULT_EXTRACT, "extract")
+    gens = spec["generations"]
+    extract: Callable = import_object(spec.get("extract") or (
+        "dpgen.tables.declared.generation_row" if gens else DEFAULT_EXTRACT), "extract")
     folder = spec.get("folder") or spec["table"]
+    specs = expand_cells(spec)
     cells = [Cell(c["name"], c.get("preset"), f"{folder}/{scale}/{c.get('folder') or _slug(c['name'])}",
-                  list(c.get("overrides") or []), spec["seeds"]) for c in spec["cells"]]
-    results = run_cells(cells, common=spec["common"], data_root=data_root, reuse=reuse, collect_only=collect_only)
+                  list(c.get("overrides") or []), spec["seeds"]) for c in specs]
+    kw = {} if not gens else dict(runner=lambda cfg, out: evaluate_run(cfg, out, int(gens), reuse=reuse),
+                                  result_file=RESULT_FILE, complete=generations_done(int(gens)))
+    results = run_cells(cells, common=spec["common"], data_root=data_root, reuse=reuse, collect_only=collect_only,
+                        **kw)
     rows = []
-    for c, res in zip(spec["cells"], results):
+    for c, res in zip(specs, results):
         row = {**extract(res, c), "status": res.status, "wall_s": round(res.wall_s, 1)}
         rows.append(row)
     notes = [f"scale={scale}: {spec['common']} on every run; seeds {spec['seeds']}; table {_shown(table_path(name))}",

@@ -52,3 +52,14 @@ def test_the_app_runs_a_table_given_as_table_equals_name(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main()
     assert e.value.code == 2 and "choose one of default_batch" in capsys.readouterr().err
+
+
+def test_a_paper_table_expands_cells_by_dataset_with_the_presets_aliases():
+    spec = declared.load_table("dpsinkhorn_dct", "cpu")
+    cells = declared.expand_cells(spec)
+    assert len(cells) == 3 * 2 and spec["generations"] == 1
+    fm = [c for c in cells if c["dataset"] == "fashion_mnist"]
+    assert {c["preset"] for c in fm} == {"dpsinkhorn_dct_fmnist", "dpsinkhorn_param_dct_fmnist"}
+    assert all("fashion_mnist" in c["name"] and c["folder"].endswith("_fashion_mnist") for c in fm)
+    assert declared.load_table("dpsinkhorn_dct", "smoke")["datasets"] == ["mnist"]
+    assert declared.load_table("dpsinkhorn_dct", "paper")["generations"] == 5
