@@ -98,32 +98,31 @@ def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_pat
     assert "loader: blobs.load_blobs" in (tmp_path / "run_blobs" / "config.yaml").read_text()
 
 
-def test_the_yaml_table_of_extending_md_runs_with_no_python(tmp_path):
-    """A table as configuration: one YAML, run by dpgen.tables.declared through the grid runner."""
+def _run_table_block(tmp_path, files, script, out, table):
+    """Write EXTENDING's blocks, run ``script``, return the rows of ``<out>/tables/<table>.csv``."""
     import csv
 
-    files = _write_blocks(tmp_path)
-    assert {"tables/eps_budgets.yaml", "run_yaml_table.sh"} <= set(files)
-    _bash("run_yaml_table.sh", tmp_path)
-    out = tmp_path / "yaml_out"
-    rows = list(csv.DictReader(open(out / "tables" / "eps_budgets.csv")))
-    assert [r["cell"] for r in rows] == ["epsilon 3", "epsilon 10"] and [r["runs"] for r in rows] == ["2", "2"]
+    assert set(files) <= set(_write_blocks(tmp_path))
+    _bash(script, tmp_path)
+    return list(csv.DictReader(open(tmp_path / out / "tables" / f"{table}.csv")))
+
+
+def test_the_yaml_table_of_extending_md_runs_with_no_python(tmp_path):
+    """A table as configuration: one YAML, run by dpgen.tables.declared through the grid runner."""
+    rows = _run_table_block(tmp_path, {"tables/eps_budgets.yaml", "run_yaml_table.sh"}, "run_yaml_table.sh",
+                            "yaml_out", "eps_budgets")
+    assert [(r["cell"], r["runs"]) for r in rows] == [("epsilon 3", "2"), ("epsilon 10", "2")]
     assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
     assert float(rows[0]["epsilon_spent"]) <= 3 and float(rows[1]["epsilon_spent"]) <= 10
     assert all(r["status"] == "ok" and float(r["class_mean"]) > 0 for r in rows)
-    for cell in ("epsilon_3", "epsilon_10"):
-        for seed in (0, 1):
-            assert (out / "runs" / "eps_budgets" / "smoke" / cell / f"seed{seed}" / "config.yaml").exists()
+    runs = tmp_path / "yaml_out" / "runs" / "eps_budgets" / "smoke"
+    assert all((runs / c / f"seed{s}" / "config.yaml").exists() for c in ("epsilon_3", "epsilon_10") for s in (0, 1))
 
 
 def test_the_toy_table_of_extending_md_writes_one_run_folder_per_cell(tmp_path):
-    import csv
-
-    files = _write_blocks(tmp_path)
-    assert {"toy_tables/eps_sweep.py", "run_table.sh"} <= set(files)
-    _bash("run_table.sh", tmp_path)
+    rows = _run_table_block(tmp_path, {"toy_tables/eps_sweep.py", "run_table.sh"}, "run_table.sh", "out",
+                            "eps_sweep")
     out = tmp_path / "out"
-    rows = list(csv.DictReader(open(out / "tables" / "eps_sweep.csv")))
     assert [r["epsilon"] for r in rows] == ["3", "10"] and [r["runs"] for r in rows] == ["2", "2"]
     assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
     for r in rows:
