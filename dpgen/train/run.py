@@ -432,7 +432,6 @@ class Run:
         metrics["eval_seconds"] = round(time.time() - t_eval, 2)
         metrics["threads"] = self.threads.describe()
         metrics["wall_seconds"] = round(self.before.get("train_seconds", 0.0) + time.time() - self.t_start, 2)
-        self.publisher.persist()  # (a no-op after the last checkpoint; here so the invariant needs no reading)
         write_json(self.out / "metrics.json", metrics)
         self.publisher.finish(metrics)
         return metrics
