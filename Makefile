@@ -42,7 +42,7 @@ help:
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
-	@echo "table NAME=<module>       one driver of dpgen/tables/ by name, with ARGS (make table lists them)"
+	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
 	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD (B 256, B 16), DP-Sinkhorn dct (batch, per-record clip) + half-noise controls -> outputs/tables/privacy_audit_run.csv (3-5 min on 2 shared cores; needs mnist10k)"
 	@echo "table-dpswd-noise         DP-SWD Table 4 (noise sigma) -> outputs/tables/dpswd_table4_noise.csv"
@@ -138,16 +138,20 @@ check-dpsinkhorn-privacy:
 tables:
 	$(PYTHON) scripts/tables.py
 
-# any table or figure driver by its module name (dpgen/tables/<NAME>.py), e.g. make table NAME=wdp_dl ARGS="--scale smoke"
+# any table by name: a declared one (conf/table/<NAME>.yaml: dpgen table NAME --scale SCALE) or a driver module
+# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=wdp_dl ARGS="--scale smoke"
 table:
-	@test -n "$(NAME)" || { echo "make table NAME=<module of dpgen/tables/> [ARGS=...]; the modules:"; ls dpgen/tables | grep -v '^_\|_common' | sed 's/\.py$$//'; exit 2; }
-	$(PYTHON) -m dpgen.tables.$(NAME) $(ARGS)
+	@test -n "$(NAME)" || { echo "make table NAME=<name> [ARGS=...]; declared (conf/table/):"; ls conf/table | sed 's/\.yaml$$//'; \
+	  echo "driver modules (dpgen/tables/):"; ls dpgen/tables | grep '\.py$$' | grep -v '^_\|_common\|declared\|grid' | sed 's/\.py$$//'; exit 2; }
+	$(if $(wildcard conf/table/$(NAME).yaml),$(DPGEN_TABLE) $(NAME) --scale $(SCALE),$(PYTHON) -m dpgen.tables.$(NAME)) $(ARGS)
 
+# the paper tables declared in conf/table/<name>.yaml run through one runner: dpgen table <name> (dpgen/tables/declared.py)
+DPGEN_TABLE = $(PYTHON) -m dpgen.tables.declared
 table-dpswd-generation:
-	$(PYTHON) -m dpgen.tables.dpswd_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpswd_table2_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-celeba:
-	$(PYTHON) -m dpgen.tables.dpswd_celeba --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpswd_celeba_fid --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpswd-da:
 	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
@@ -165,15 +169,15 @@ table-wdp-dl:
 	$(PYTHON) -m dpgen.tables.wdp_dl --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG) $(ARGS)
 
 .PHONY: table-dpsinkhorn-mnist table-dpsinkhorn-celeba table-dpsinkhorn-ablation
-# DP-Sinkhorn Tables 1-5 (dpgen/tables/dpsinkhorn_tables.py): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=
+# DP-Sinkhorn Tables 1-5 (conf/table/dpsinkhorn_table{1,2_3,4_5}.yaml): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=
 table-dpsinkhorn-mnist:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables mnist --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpsinkhorn_table1 --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpsinkhorn-celeba:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables celeba --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpsinkhorn_table2_3 --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpsinkhorn-ablation:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_tables ablation --scale $(SCALE) --datasets $(firstword $(subst $(comma), ,$(DATASETS))) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpsinkhorn_table4_5 --scale $(SCALE) --datasets $(firstword $(subst $(comma), ,$(DATASETS))) $(DATA_ROOT_ARG) $(ARGS)
 
 clean-outputs:
 	find outputs -mindepth 1 ! -name README.md -exec rm -rf {} +

@@ -15,29 +15,43 @@ default one does not fit: ``docs/EXTENDING.md`` "A table".
     cells:
       - {name: epsilon 3, overrides: [privacy.epsilon=3]}
       - {name: epsilon 10, preset: null, overrides: [privacy.epsilon=10]}
-    scales:                                # added to `common`; `seeds` / `datasets` here replace the table's
-      smoke: {overrides: [trainer.epochs=null, trainer.steps=20], seeds: [0]}
+    scales:                                # added to `common`; `seeds` / `runs` / `datasets` / `generations`
+      smoke: {overrides: [trainer.epochs=null, trainer.steps=20], seeds: [0]}     # here replace the table's
     columns: [cell, runs, logreg, logreg_std, class_mean, epsilon_spent, sigma, status]
 
-Two more keys make a paper table: ``datasets`` (a row per cell and dataset; ``{dataset}`` and ``{alias}`` in a
-cell's name, preset, overrides and folder are replaced, ``aliases:`` maps a dataset to its presets' short name,
-e.g. fashion_mnist: fmnist) and ``generations: G`` (each cell is one run whose generator is evaluated on G
-synthetic sets, the papers' "5 runs of generation": :func:`dpgen.tables.grid.evaluate_run`; the row is its
-mean / std, :func:`generation_row`).
+A paper table uses more keys (``conf/table/dpsinkhorn_table1.yaml`` has them all):
+
+* ``datasets`` (a row per cell and dataset; ``{dataset}`` and ``{alias}`` in a cell's fields are filled,
+  ``aliases:`` maps a dataset to its presets' short name; a cell whose templated preset a dataset has not is
+  left out) and ``dataset_choices`` (what ``--datasets`` may name);
+* ``generations: G``: each run's generator evaluated on G synthetic sets, the papers' "5 runs of generation"
+  (:func:`dpgen.tables.grid.evaluate_run`, each generation kept as it finishes);
+* ``paper: {table, prefix, columns, verdicts}`` and a cell's ``paper: {<column>: <value>}``: the paper's row of
+  ``paper-tables/<table>.csv`` the cell compares with; ``<k>_paper`` and, for ``verdicts``, ``<k>_verdict``
+  columns (:func:`dpgen.utils.paper.verdict`); a cell's ``row:`` adds fixed columns (its setting);
+* ``run_folder`` (``{table}/{tag}/{cell}`` by default: ``tag`` is the scale and any ``--set``), ``seed_folders``,
+  ``set_seed``, ``name_column`` (the column holding the cell's name, default ``cell``), ``figure: {metrics,
+  label}`` (ours beside the paper's, ``outputs/figures/<table>.png``).
+
+The scale's ``method.<key>`` overrides (and ``--set``'s) reach a cell only when its method has that key.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import CONFIG_DIR
-from dpgen.tables.grid import Cell, CellResult, add_grid_arguments, mean_std, run_cells
+from dpgen.tables.grid import (FIDELITY_NOTE, Cell, CellResult, add_grid_arguments, fidelity_cells, mean_std,
+                               metric_values, run_cells)
 
 TABLE_DIR = CONFIG_DIR / "table"
 DEFAULT_EXTRACT = "dpgen.tables.declared.downstream_row"
+ACCURACIES = ("logreg", "mlp", "cnn")
 
 
 def table_path(name: str) -> Path:
@@ -69,34 +83,144 @@ def load_table(name: str, scale: str) -> Dict[str, Any]:
     for key in ("cells", "columns"):
         if not spec.get(key):
             raise ValueError(f"table {path.stem}: {path} has no `{key}:` (a table needs its cells and its columns)")
-    return {**spec, "table": spec.get("table") or path.stem, "scale": scale,
-            "common": [*(spec.get("common") or []), *(extra.get("overrides") or [])],
-            "seeds": list(extra.get("seeds") or spec.get("seeds") or [0]),
-            "datasets": list(extra.get("datasets") or spec.get("datasets") or []),
+    runs = extra.get("runs") or spec.get("runs")
+    seeds = extra.get("seeds") or (list(range(int(runs))) if runs else None) or spec.get("seeds") or [0]
+    return {**spec, "table": spec.get("table") or path.stem, "scale": scale, "path": path,
+            "common": list(spec.get("common") or []), "scale_overrides": list(extra.get("overrides") or []),
+            "seeds": list(seeds), "datasets": list(extra.get("datasets") or spec.get("datasets") or []),
             "generations": extra.get("generations") or spec.get("generations")}
 
 
+def _fill(value, fill: Dict[str, str]):
+    if isinstance(value, str):
+        return value.format(**fill)
+    if isinstance(value, list):
+        return [_fill(v, fill) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, fill) for k, v in value.items()}
+    return value
+
+
+def _has_preset(preset: Optional[str]) -> bool:
+    return preset is None or (CONFIG_DIR / "experiment" / f"{preset}.yaml").exists()
+
+
 def expand_cells(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The table's cells, one per cell and dataset when it names datasets (``{dataset}`` / ``{alias}`` filled)."""
+    """The table's cells, one per cell and dataset when it names datasets (``{dataset}`` / ``{alias}`` filled;
+    a cell whose templated preset this dataset has not is left out). ``base`` keeps the cell's own name."""
     if not spec["datasets"]:
-        return [dict(c) for c in spec["cells"]]
+        return [{**c, "base": c["name"]} for c in spec["cells"]]
     aliases = spec.get("aliases") or {}
     out = []
     for c in spec["cells"]:
         for ds in spec["datasets"]:
-            fill = {"dataset": ds, "alias": aliases.get(ds, ds)}
-            out.append({**{k: (v.format(**fill) if isinstance(v, str) else
-                               [x.format(**fill) for x in v] if isinstance(v, list) else v) for k, v in c.items()},
-                        "dataset": ds})
+            cell = {**_fill(c, {"dataset": ds, "alias": aliases.get(ds, ds)}), "dataset": ds, "base": c["name"]}
+            if "{" in str(c.get("preset")) and not _has_preset(cell.get("preset")):
+                continue  # e.g. the 60,000-record recipe on mnist10k
+            out.append(cell)
     return out
+
+
+def select_cells(cells: List[Dict[str, Any]], rows: Optional[Sequence[str]], table: str) -> List[Dict[str, Any]]:
+    """The cells named in ``rows`` (by name or folder-safe name, ``slug``), all when ``rows`` is empty."""
+    if not rows:
+        return cells
+    names = list(dict.fromkeys(c["base"] for c in cells))
+    by_slug = {slug(n): n for n in names}
+    wanted = []
+    for r in rows:
+        if r not in names and r not in by_slug:
+            raise ValueError(f"--rows: {r!r} is not a row of table {table}; rows (name or folder-safe name): "
+                             + "; ".join(f"{n!r} ({slug(n)})" for n in names))
+        wanted.append(r if r in names else by_slug[r])
+    return [c for c in cells if c["base"] in wanted]
+
+
+@lru_cache(maxsize=None)
+def _method_keys(preset: Optional[str]) -> frozenset:
+    """The names of the preset's method settings (composed once per process)."""
+    from dpgen.config import compose_config, compose_preset
+
+    return frozenset(dir((compose_preset(preset) if preset else compose_config([])).method))
+
+
+def applicable(preset: Optional[str], overrides: Sequence[str]) -> List[str]:
+    """The overrides this preset's method has (a scale's ``method.k`` means nothing to DP-MERF)."""
+    if not any(o.startswith("method.") for o in overrides):
+        return list(overrides)
+    keys = _method_keys(preset)
+    return [o for o in overrides if not o.startswith("method.") or o.split("=")[0].split(".")[1] in keys]
+
+
+def cells_of(spec: Dict[str, Any], rows: Optional[Sequence[str]] = None,
+             extra: Sequence[str] = ()) -> "List[tuple[Dict[str, Any], Cell]]":
+    """Each selected cell's YAML with its :class:`Cell` (preset, overrides, seeds, run folder)."""
+    tag = "_".join([spec["scale"], *extra])
+    out = []
+    for c in select_cells(expand_cells(spec), rows, spec["table"]):
+        folder = (spec.get("run_folder") or "{table}/{tag}/{cell}").format(
+            table=spec.get("folder") or spec["table"], scale=spec["scale"], tag=slug(tag),
+            dataset=c.get("dataset", ""), cell=c.get("folder") or slug(c["name"]))
+        ov = [*applicable(c.get("preset"), spec["scale_overrides"]), *(c.get("overrides") or []),
+              *applicable(c.get("preset"), extra)]
+        out.append((c, Cell(c["name"], c.get("preset"), folder, ov, spec["seeds"],
+                            seed_folders=spec.get("seed_folders", True), set_seed=spec.get("set_seed", True))))
+    return out
+
+
+def run_dir(name: str, scale: str, row: str, dataset: Optional[str] = None, seed: int = 0,
+            extra: Sequence[str] = ()) -> Path:
+    """Where the run of cell ``row`` (its name or folder-safe name) of table ``name`` lives (``dataset``: the
+    dataset's cell of a paper table; ``extra``: the ``--set`` overrides, which name the folder)."""
+    spec = _with_choices(load_table(name, scale), [dataset] if dataset else None, None)
+    return cells_of(spec, [row], extra)[0][1].run_dir(seed)
+
+
+def _number(v):
+    """A paper cell as a number when it is one ('80.8' -> 80.8), else as written ('51/80.9')."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v if v not in (None, "") else None
+
+
+def _same(a, b) -> bool:
+    a, b = _number(a), _number(b)
+    return a == b or str(a) == str(b)
+
+
+def paper_cells(spec: Dict[str, Any], cell: Dict[str, Any]) -> Dict[str, Any]:
+    """``<k>_paper`` for each of the paper's columns: the values of the paper's row the cell names (``cell.paper``:
+    column -> value), None where the cell names none."""
+    from dpgen.utils.paper import read_paper_table
+
+    p = spec.get("paper")
+    if not p:
+        return {}
+    prefix = (p.get("prefix") or {}).get(cell.get("dataset"), "")
+    match = cell.get("paper") or {}
+    found = next((r for r in read_paper_table(p["table"]) if match and all(_same(r.get(k), v)
+                                                                             for k, v in match.items())), {})
+    return {f"{k}_paper": _number(found.get(col.format(prefix=prefix))) for k, col in (p.get("columns") or {}).items()}
+
+
+def _budget(cell: Cell, data_root: Optional[str], common: Sequence[str]):
+    """The cell's epsilon budget ('inf' for a non-private method) from its composed config; None without data."""
+    from dpgen.tables.grid import compose_cell
+
+    try:
+        cfg = compose_cell(cell, cell.seeds[0] if cell.seeds else 0, common, data_root)
+    except FileNotFoundError:
+        return None
+    eps = float(cfg.privacy.epsilon)
+    return (int(eps) if eps.is_integer() else eps) if cfg.method.private else "inf"
 
 
 def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     """The default extraction: per downstream classifier and the class-mean baseline mean / std over the seeds,
     the spread ratio, FID / recall / coverage when measured, and the privacy of the last run (epsilon, sigma)."""
-    row: Dict[str, Any] = {"cell": cell["name"], **({"dataset": cell["dataset"]} if "dataset" in cell else {}),
-                           "runs": len(res.runs)}
-    for k in ("logreg", "mlp", "cnn", "class_mean"):
+    row: Dict[str, Any] = {"runs": len(res.runs)}
+    for k in (*ACCURACIES, "class_mean"):
         vals = [m["downstream"][k]["test_acc"] for m in res.runs
                 if isinstance((m.get("downstream") or {}).get(k), dict)]
         if vals:
@@ -118,42 +242,159 @@ def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def generation_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
-    """The extraction of a table with ``generations``: the cell's result (mean / std over its generations of
-    each metric, the run's epsilon and sigma: :func:`dpgen.tables.grid.evaluate_run`)."""
-    row = {"cell": cell["name"], **({"dataset": cell["dataset"]} if "dataset" in cell else {})}
+    """The extraction of a one-run cell with ``generations``: the run's result (mean / std over its generations
+    of each metric, the run's epsilon and sigma: :func:`dpgen.tables.grid.evaluate_run`)."""
+    return {k: v for k, v in (res.last or {}).items() if not k.endswith("_values")}
+
+
+def fid_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
+    """The extraction of an FID table: the run's FID and privacy; a run that trained but has no FID (weights or
+    data for the reference statistics missing) says why in its status, and the other cells still run."""
+    m = res.last
+    if m is None:
+        return {}
+    row = {**_privacy_facts(m), "steps": m["steps"], "fid_protocol": (m.get("fid_protocol") or "").split(";")[0]}
+    if isinstance(m.get("fid"), (int, float)):
+        return {**row, "fid": round(float(m["fid"]), 2)}
+    return {**row, "status": "trained; FID missing: " + str(m.get("fid_missing", "unknown"))[:300]}
+
+
+def _privacy_facts(m: Dict[str, Any]) -> Dict[str, Any]:
+    if "privacy" in m:  # a run's metrics.json
+        p = m["privacy"]
+        return {"epsilon_spent": round(p.get("epsilon_spent", 0.0), 4), "sigma": round(p.get("sigma", 0.0), 4)}
+    eps = m.get("epsilon_spent")  # evaluate_run's result ("inf" for a non-private run)
+    return {"epsilon_spent": 0.0 if eps == "inf" else eps, "sigma": m.get("sigma", 0.0)}
+
+
+def pooled_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
+    """The extraction of a cell of several runs, each with one or more generations: every accuracy's mean / std
+    over all runs x generations, the fidelity columns, the last run's privacy and steps."""
+    row: Dict[str, Any] = {"runs": len(res.runs),
+                           "generations": min((int(m.get("generations") or 1) for m in res.runs), default=0)}
+    for k in ACCURACIES:
+        row[k], row[f"{k}_std"] = mean_std([v for m in res.runs for v in metric_values(m, k)])
+    if res.runs:
+        row.update(fidelity_cells(res.runs))
     if res.last:
-        row.update({k: v for k, v in res.last.items() if not k.endswith("_values")})
+        row.update(_privacy_facts(res.last), steps=res.last["steps"])
     return row
 
 
-def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, reuse: bool = True,
-              collect_only: bool = False) -> List[Dict[str, Any]]:
-    """Run (or read) every cell of table ``name`` at ``scale``; write its CSV and Markdown; return its rows."""
-    from dpgen.utils.io import write_table
-    from dpgen.utils.objects import import_object
+def _verdicts(spec, row: Dict[str, Any], res: CellResult, extra: Sequence[str]) -> None:
+    from dpgen.utils.paper import verdict
 
+    scale = spec["scale"]
+    shortened = ", ".join([f"SCALE={scale}"] * (scale != "paper") + list(extra))
+    for k in (spec.get("paper") or {}).get("verdicts") or []:
+        ours = row.get(k) if isinstance(row.get(k), (int, float)) else None
+        n = sum(len(metric_values(m, k)) for m in res.runs)
+        paper = row.get(f"{k}_paper")
+        row[f"{k}_verdict"] = verdict(ours, paper if isinstance(paper, float) else None, row.get(f"{k}_std"),
+                                      runs=n, shortened=shortened)
+
+
+def _figure(spec, rows: List[Dict[str, Any]], name: str) -> None:
+    """Ours beside the paper's, one panel per metric of ``figure.metrics``."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from dpgen.utils.io import save_figure
+
+    fig_spec = spec["figure"]
+    metrics, label = fig_spec["metrics"], fig_spec.get("label") or "{cell}"
+    ok = [r for r in rows if r.get("status") == "ok"] or rows
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.5 * len(ok) + 2), squeeze=False)
+    for ax, met in zip(axes[0], metrics):
+        y = np.arange(len(ok))
+        num = lambda v: v if isinstance(v, (int, float)) else 0.0  # noqa: E731
+        ax.barh(y - 0.2, [num(r.get(met)) for r in ok], 0.4, label="dpgen")
+        ax.barh(y + 0.2, [num(r.get(f"{met}_paper")) for r in ok], 0.4, label="paper")
+        ax.set_yticks(y, [label.format_map(_Blank(r)) for r in ok], fontsize=7)
+        ax.set_xlabel(f"{met.upper()} accuracy (%)" if met != "fid" else "FID")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{spec.get('title', name).format(scale=spec['scale'])}: dpgen vs paper", fontsize=9)
+    save_figure(fig, name)
+
+
+class _Blank(dict):
+    def __missing__(self, key):
+        return ""
+
+
+def _runner_kw(spec, generations: Optional[int], reuse: bool) -> Dict[str, Any]:
+    """The grid runner's arguments for a table whose cells evaluate G generations (none for one run's own)."""
     from dpgen.tables.grid import RESULT_FILE, evaluate_run, generations_done
 
+    gens = generations if generations is not None else spec["generations"]
+    if gens is not None and int(gens) < 1:
+        raise ValueError(f"generations={gens}: give 1 or more (1: each run's own evaluation only)")
+    if not gens or (not spec["generations"] and int(gens) == 1):
+        return {}
+    g = int(gens)
+    return dict(runner=lambda cfg, out: evaluate_run(cfg, out, g, reuse=reuse), result_file=RESULT_FILE,
+                complete=generations_done(g))
+
+
+def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, reuse: bool = True,
+              collect_only: bool = False, *, datasets: Optional[Sequence[str]] = None,
+              rows: Optional[Sequence[str]] = None, extra: Sequence[str] = (), generations: Optional[int] = None,
+              seeds: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+    """Run (or read) every cell of table ``name`` at ``scale``; write its CSV and Markdown; return its rows.
+    ``datasets``, ``rows`` (cell names), ``extra`` (overrides for every run: they name the run folders and the
+    output), ``generations`` and ``seeds`` replace the table's own."""
+    from dpgen.utils.objects import import_object
+
     spec = load_table(name, scale)
-    gens = spec["generations"]
+    spec = _with_choices(spec, datasets, seeds)
+    kw = _runner_kw(spec, generations, reuse)
     extract: Callable = import_object(spec.get("extract") or (
-        "dpgen.tables.declared.generation_row" if gens else DEFAULT_EXTRACT), "extract")
-    folder = spec.get("folder") or spec["table"]
-    specs = expand_cells(spec)
-    cells = [Cell(c["name"], c.get("preset"), f"{folder}/{scale}/{c.get('folder') or _slug(c['name'])}",
-                  list(c.get("overrides") or []), spec["seeds"]) for c in specs]
-    kw = {} if not gens else dict(runner=lambda cfg, out: evaluate_run(cfg, out, int(gens), reuse=reuse),
-                                  result_file=RESULT_FILE, complete=generations_done(int(gens)))
-    results = run_cells(cells, common=spec["common"], data_root=data_root, reuse=reuse, collect_only=collect_only,
-                        **kw)
-    rows = []
-    for c, res in zip(specs, results):
-        row = {**extract(res, c), "status": res.status, "wall_s": round(res.wall_s, 1)}
-        rows.append(row)
-    notes = [f"scale={scale}: {spec['common']} on every run; seeds {spec['seeds']}; table {_shown(table_path(name))}",
-             *(spec.get("notes") or [])]
-    write_table(spec["table"], rows, spec["columns"], title=spec.get("title") or spec["table"], notes=notes)
-    return rows
+        "dpgen.tables.declared.generation_row" if spec["generations"] else DEFAULT_EXTRACT), "extract")
+    pairs = cells_of(spec, rows, extra)
+    results = run_cells([cell for _, cell in pairs], common=spec["common"], data_root=data_root, reuse=reuse,
+                        collect_only=collect_only, **kw)
+    out = []
+    for (c, cell), res in zip(pairs, results):
+        row = {spec.get("name_column") or "cell": c["name"],
+               **({"dataset": c["dataset"]} if "dataset" in c else {}), **(c.get("row") or {}),
+               **paper_cells(spec, c)}
+        if "epsilon" in spec["columns"]:
+            row["epsilon"] = _budget(cell, data_root, spec["common"])
+        row.update(status=res.status, wall_s=round(res.wall_s, 1))
+        row.update(extract(res, c))  # an extraction may say more than the runner's status (fid_row)
+        _verdicts(spec, row, res, extra)
+        out.append(row)
+        print(f"[dpgen] {c['name']}{' ' + c['dataset'] if 'dataset' in c else ''}: {res.status}", flush=True)
+    _write(spec, out, extra)
+    return out
+
+
+def _with_choices(spec, datasets, seeds) -> Dict[str, Any]:
+    if datasets:
+        allowed = spec.get("dataset_choices") or spec["datasets"]
+        bad = [d for d in datasets if d not in allowed]
+        if bad:
+            raise ValueError(f"--datasets: {bad[0]!r} is not one of {', '.join(allowed)} (table {spec['table']})")
+        spec = {**spec, "datasets": list(datasets)}
+    return {**spec, "seeds": list(seeds)} if seeds is not None else spec
+
+
+def _write(spec, rows: List[Dict[str, Any]], extra: Sequence[str]) -> None:
+    from dpgen.utils.io import write_table
+    from dpgen.utils.paper import VERDICT_NOTE
+
+    name = spec["table"] + ("_" + slug("_".join(extra)) if extra else "")  # one file per setting
+    ov = [*spec["common"], *spec["scale_overrides"], *extra]
+    notes = [f"scale={spec['scale']}: {ov or 'the presets unchanged'} on every run (a cell's own overrides win); "
+             f"seeds {spec['seeds']}; table {_shown(spec['path'])}", *(spec.get("notes") or [])]
+    if any(k in spec["columns"] for k in ("fid", "class_mean", "spread_ratio")) and spec.get("fidelity_note", True):
+        notes.append(FIDELITY_NOTE)
+    if (spec.get("paper") or {}).get("verdicts"):
+        notes.append(VERDICT_NOTE)
+    title = (spec.get("title") or spec["table"]).format(scale=spec["scale"])
+    write_table(name, rows, spec["columns"], title=title, notes=notes)
+    if spec.get("figure"):
+        _figure(spec, rows, name)
 
 
 def _shown(path: Path) -> str:
@@ -164,10 +405,9 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "cell"
+def slug(text: str) -> str:
+    """A cell's folder-safe name: ``DP-SWD-c (rows unbounded)`` -> ``DP_SWD_c_rows_unbounded``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "_", str(text)).strip("_") or "cell"
 
 
 def main(argv=None) -> int:
@@ -175,13 +415,25 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", nargs="?", help="a table of conf/table/ or a YAML file (none: list the tables)")
     ap.add_argument("--scale", default="smoke", help="one of the table's scales (default smoke)")
-    add_grid_arguments(ap, runs=False)
+    ap.add_argument("--datasets", default=None, help="comma-separated datasets (default: the table's)")
+    ap.add_argument("--rows", nargs="+", default=None, metavar="ROW", help="these cells only (name or folder name)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="overrides for every run, e.g. trainer.epochs=10 (they name the run folders and the output)")
+    ap.add_argument("--generations", type=int, default=None, metavar="G",
+                    help="synthetic sets evaluated per trained run (default: the table's; 1: the run's own)")
+    add_grid_arguments(ap, runs=True)
     args = ap.parse_args(argv)
     if not args.name:
         print("tables (conf/table/): " + (", ".join(table_names()) or "(none)"))
         return 0
+    bad = [o for o in args.set if "=" not in o]
+    if bad:
+        ap.error(f"--set: {bad[0]!r} is not KEY=VALUE (e.g. trainer.epochs=10)")
+    seeds = args.seeds if args.seeds is not None else (list(range(args.runs)) if args.runs else None)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else None
     try:
-        run_table(args.name, args.scale, args.data_root, args.reuse, args.collect_only)
+        run_table(args.name, args.scale, args.data_root, args.reuse, args.collect_only, datasets=datasets,
+                  rows=args.rows, extra=args.set, generations=args.generations, seeds=seeds)
     except ValueError as e:
         print(f"dpgen: error: {e}", file=sys.stderr)
         return 2

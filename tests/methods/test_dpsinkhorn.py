@@ -555,6 +555,28 @@ TINY = ["trainer.steps=2", "trainer.batch_size=4", "task.n_synthetic=60", "task.
         "trainer.checkpoint_every=1000", "method.num_partitions=2"]
 
 
+def _table(name, scale="smoke", **kw):
+    """A DP-Sinkhorn table of conf/table/ (dpsinkhorn_table1, _table2_3, _table4_5) through the declared runner."""
+    from dpgen.tables import declared
+
+    return declared.run_table(name, scale, **kw)
+
+
+def _columns(name):
+    from dpgen.tables import declared
+
+    return declared.load_table(name, "smoke")["columns"]
+
+
+def _table1_cell(row, ds):
+    """Table 1's cell ``row`` on dataset ``ds``: (preset, its own overrides, the paper row it compares with)."""
+    from dpgen.tables import declared
+
+    spec = declared._with_choices(declared.load_table("dpsinkhorn_table1", "paper"), [ds], None)
+    ((c, _),) = declared.cells_of(spec, [row])
+    return c["preset"], list(c.get("overrides") or []), (c.get("paper") or {}).get("method")
+
+
 def _filled(rows, columns):
     for r in rows:
         assert r["status"] == "ok", r
@@ -565,10 +587,11 @@ def _filled(rows, columns):
 def test_table1_runs_chosen_rows_through_the_grid_and_reads_them_back(outputs_tmp, fake_data_root, monkeypatch):
     """--rows picks rows; a finished cell's table_result.json is read on the next run, nothing trains."""
     import dpgen.tasks
-    from dpgen.tables import dpsinkhorn_tables as T
+    from dpgen.tables import declared
 
     tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000"]
-    rows = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"])
+    rows = _table("dpsinkhorn_table1", datasets=["mnist"], data_root=str(fake_data_root), extra=tiny,
+                  rows=["DP_Sinkhorn"])
     assert [r["method"] for r in rows] == ["DP-Sinkhorn"] and rows[0]["status"] == "ok"
     assert 0 < rows[0]["epsilon_spent"] < 10 and rows[0]["steps"] == 2
     run = outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_"
@@ -578,10 +601,12 @@ def test_table1_runs_chosen_rows_through_the_grid_and_reads_them_back(outputs_tm
         raise AssertionError(f"trained again in {out}")
 
     monkeypatch.setattr(dpgen.tasks, "run", no_training)
-    again = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP-Sinkhorn"])
+    again = _table("dpsinkhorn_table1", datasets=["mnist"], data_root=str(fake_data_root), extra=tiny,
+                   rows=["DP-Sinkhorn"])
     assert again[0]["logreg"] == rows[0]["logreg"] and again[0]["wall_s"] == rows[0]["wall_s"]
-    with pytest.raises(ValueError, match="--rows: 'bogus' is not a row of Table 1"):
-        T.row_names(["bogus"])
+    with pytest.raises(ValueError, match="--rows: 'bogus' is not a row of table dpsinkhorn_table1"):
+        _table("dpsinkhorn_table1", rows=["bogus"])
+    assert declared.main(["dpsinkhorn_table1", "--rows", "bogus"]) == 2
 
 
 def test_table1_evaluates_more_generations_of_the_evaluated_generator(outputs_tmp, fake_data_root, monkeypatch):
@@ -590,8 +615,6 @@ def test_table1_evaluates_more_generations_of_the_evaluated_generator(outputs_tm
     import torch
 
     import dpgen.tasks.generation as G
-    from dpgen.tables import dpsinkhorn_tables as T
-
     seen = []
     real = G.evaluate_generator
 
@@ -601,8 +624,8 @@ def test_table1_evaluates_more_generations_of_the_evaluated_generator(outputs_tm
 
     monkeypatch.setattr(G, "evaluate_generator", spy)
     tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000", "trainer.ema=0.5"]
-    (row,) = T.table1("smoke", ["mnist"], data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"],
-                      generations=2)
+    (row,) = _table("dpsinkhorn_table1", datasets=["mnist"], data_root=str(fake_data_root), extra=tiny,
+                    rows=["DP_Sinkhorn"], generations=2)
     assert row["status"] == "ok" and row["generations"] == 2 and "logreg_std" in row
     state = torch.load(outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_" / "checkpoints" / "last.pt",
                        weights_only=False)
@@ -618,7 +641,6 @@ def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_
     (the run is not trained or evaluated again), and asking for more generations than a finished result holds
     evaluates only the new ones; ``--reuse false`` evaluates every generation again."""
     import dpgen.tasks.generation as G
-    from dpgen.tables import dpsinkhorn_tables as T
     from dpgen.tables.grid import GENERATIONS_DIR, RESULT_FILE
 
     calls = []
@@ -633,68 +655,66 @@ def test_table1_generations_survive_an_interrupted_evaluation(outputs_tmp, fake_
     fail = {"on": True}
     monkeypatch.setattr(G, "evaluate_generator", flaky)
     tiny = TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg]", "dataset.n_train=1000"]
-    kw = dict(data_root=str(fake_data_root), extra_overrides=tiny, rows=["DP_Sinkhorn"])
+    kw = dict(datasets=["mnist"], data_root=str(fake_data_root), extra=tiny, rows=["DP_Sinkhorn"])
     with pytest.raises(KeyboardInterrupt):
-        T.table1("smoke", ["mnist"], generations=3, **kw)
+        _table("dpsinkhorn_table1", generations=3, **kw)
     run = outputs_tmp / "runs" / "dpsinkhorn_table1" / "mnist" / "dpsinkhorn_"
     assert sorted(p.name for p in (run / GENERATIONS_DIR).iterdir()) == ["0.json", "1.json"]
     assert not (run / RESULT_FILE).exists()
     fail["on"], seed = False, calls[0]
     calls.clear()
-    (row,) = T.table1("smoke", ["mnist"], generations=3, **kw)
+    (row,) = _table("dpsinkhorn_table1", generations=3, **kw)
     assert calls == [seed + 2000]  # generation 3 only: the run and generations 1-2 are read back
     assert row["status"] == "ok" and row["generations"] == 3
     # the cell's wall time is its generations' own (the first one's includes training), read back ones included
     walls = [json.loads((run / GENERATIONS_DIR / f"{g}.json").read_text())["wall_s"] for g in range(3)]
     assert walls[0] > 0 and row["wall_s"] == pytest.approx(sum(walls), abs=0.2)
     calls.clear()
-    (row4,) = T.table1("smoke", ["mnist"], generations=4, **kw)  # the finished result holds 3: one more
+    (row4,) = _table("dpsinkhorn_table1", generations=4, **kw)  # the finished result holds 3: one more
     assert calls == [seed + 3000] and row4["generations"] == 4
     assert row4["logreg"] != row["logreg"] or row4["logreg_std"] != row["logreg_std"]
     calls.clear()
-    T.table1("smoke", ["mnist"], generations=2, reuse=False, **kw)
+    _table("dpsinkhorn_table1", generations=2, reuse=False, **kw)
     assert calls == [seed, seed + 1000]  # nothing read back: the run's own evaluation and generation 2 again
 
 
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_table1_smoke_fills_every_cell(outputs_tmp, fake_data_root):
-    from dpgen.tables import dpsinkhorn_tables as T
-
-    rows = T.table1("smoke", ["mnist", "fashion_mnist"], data_root=str(fake_data_root),
-                    extra_overrides=TINY[:-1] + ["model.generator=mlp", "dataset.n_train=1000"])  # the fake files' size
-    assert len(rows) == 2 * len(T.TABLE1_ROWS) == 24
+    columns = _columns("dpsinkhorn_table1")
+    rows = _table("dpsinkhorn_table1", datasets=["mnist", "fashion_mnist"], data_root=str(fake_data_root),
+                  extra=TINY[:-1] + ["model.generator=mlp", "dataset.n_train=1000"])  # the fake files' size
+    assert len(rows) == 2 * 13
     ours = ("DP-MERF", "DP-Sinkhorn (dpgen")
     papers = [r for r in rows if not r["method"].startswith(ours)]
-    _filled(papers, [c for c in T.TABLE1_COLUMNS if not c.endswith("_std")])
+    _filled(papers, [c for c in columns if not c.endswith("_std")])
     # the baseline rows and dpgen's recipe: no paper value, everything measured filled
     _filled([r for r in rows if r["method"].startswith(ours)],
-            [c for c in T.TABLE1_COLUMNS if not c.endswith(("_std", "_paper"))])
-    assert {r["eps"] for r in rows if r["method"].startswith("DP-MERF")} == {1, 10}
-    assert {r["eps"] for r in rows if r["method"].startswith("DP-Sinkhorn (dpgen")} == {1, 10}
-    assert (outputs_tmp / "tables" / "dpsinkhorn_table1.csv").exists()
-    assert (outputs_tmp / "figures" / "dpsinkhorn_table1.png").exists()
+            [c for c in columns if not c.endswith(("_std", "_paper"))])
+    assert {r["epsilon"] for r in rows if r["method"].startswith("DP-MERF")} == {1, 10}
+    assert {r["epsilon"] for r in rows if r["method"].startswith("DP-Sinkhorn (dpgen")} == {1, 10}
+    name = "dpsinkhorn_table1_" + "_".join(TINY[:-1] + ["model.generator=mlp", "dataset.n_train=1000"])
+    from dpgen.tables.declared import slug
+
+    assert (outputs_tmp / "tables" / f"{slug(name)}.csv").exists()
+    assert (outputs_tmp / "figures" / f"{slug(name)}.png").exists()
     dp = next(r for r in rows if r["method"] == "DP-Sinkhorn")
-    assert 0 < dp["epsilon_spent"] < 10 and dp["mlp_paper"] == "80.8"
+    assert 0 < dp["epsilon_spent"] < 10 and dp["mlp_paper"] == 80.8
 
 
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_tables_2_3_smoke_fill_every_cell(outputs_tmp, fake_data_root):
-    from dpgen.tables import dpsinkhorn_tables as T
-
-    rows = T.table_celeba("smoke", data_root=str(fake_data_root), extra_overrides=[*TINY, "dataset.n_train=6"])
-    assert [r["method"] for r in rows] == list(T.CELEBA_ROWS)
-    _filled(rows, [c for c in T.CELEBA_COLUMNS if not c.endswith("_std")])
+    rows = _table("dpsinkhorn_table2_3", data_root=str(fake_data_root), extra=[*TINY, "dataset.n_train=6"])
+    assert [r["method"] for r in rows] == ["Adversarial Sinkhorn (non-priv)", "Pixel Sinkhorn (non-priv)",
+                                           "Adversarial DP-Sinkhorn", "Pixel DP-Sinkhorn (BigGAN)", "DCGAN+DP-Sinkhorn"]
+    _filled(rows, [c for c in _columns("dpsinkhorn_table2_3") if not c.endswith("_std")])
 
 
 @pytest.mark.slow  # minutes: trains every row of the table
 def test_tables_4_5_smoke_fill_every_cell(outputs_tmp, fake_data_root):
-    from dpgen.tables import dpsinkhorn_tables as T
-
-    rows = T.table_ablation("smoke", "mnist", data_root=str(fake_data_root),
-                            extra_overrides=TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg,mlp,cnn]",
-                                                         "dataset.n_train=1000"])
+    rows = _table("dpsinkhorn_table4_5", datasets=["mnist"], data_root=str(fake_data_root),
+                  extra=TINY[:-1] + ["model.generator=mlp", "task.eval_models=[logreg,mlp,cnn]", "dataset.n_train=1000"])
     assert len(rows) == 17
-    _filled(rows, [c for c in T.ABLATION_COLUMNS if not c.endswith("_std")])
+    _filled(rows, [c for c in _columns("dpsinkhorn_table4_5") if not c.endswith("_std")])
 
 
 # ---- clip_mode=per_sample: dpgen's per-record image gradient ---------------------------------------------------
@@ -897,11 +917,9 @@ def test_best_preset_is_the_table1_batch_200_row(ds, preset):
     import dataclasses
 
     from dpgen.config import compose_preset
-    from dpgen.tables.dpsinkhorn_tables import TABLE1_ROWS
-
-    pattern, overrides, _ = TABLE1_ROWS["DP-Sinkhorn (dpgen: DCT barrier, 60k steps, per-record clip, Adam 3e-4, "
-                                        "batch 200)"]
-    row = dataclasses.asdict(compose_preset(pattern.format(ds=preset), overrides))
+    pattern, overrides, _ = _table1_cell("DP-Sinkhorn (dpgen: DCT barrier, 60k steps, per-record clip, Adam 3e-4, "
+                                         "batch 200)", ds)
+    row = dataclasses.asdict(compose_preset(pattern, overrides))
     best = dataclasses.asdict(compose_preset(f"dpsinkhorn_best_{preset}"))
     assert best.pop("experiment_name") == f"dpsinkhorn_best_{preset}"
     row.pop("experiment_name")
@@ -921,11 +939,9 @@ def test_param_dct_preset_is_the_dct_recipe_with_the_papers_param_grad_mechanism
 
     from dpgen.config import compose_preset
     from dpgen.privacy.calibration import epsilon_for
-    from dpgen.tables.dpsinkhorn_tables import TABLE1_ROWS
-
-    pattern, overrides, paper_row = TABLE1_ROWS["DP-Sinkhorn (param grad, dpgen: DCT barrier, 60k steps)"]
+    pattern, overrides, paper_row = _table1_cell("DP-Sinkhorn (param grad, dpgen: DCT barrier, 60k steps)", ds)
     assert paper_row == "DP-Sinkhorn (param grad)" and not overrides
-    param = dataclasses.asdict(compose_preset(pattern.format(ds=preset)))
+    param = dataclasses.asdict(compose_preset(pattern))
     dct = dataclasses.asdict(compose_preset(f"dpsinkhorn_dct_{preset}"))
     for group in ("trainer", "model", "task", "privacy", "dataset"):
         assert param[group] == dct[group], group

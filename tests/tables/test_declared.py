@@ -55,11 +55,33 @@ def test_the_app_runs_a_table_given_as_table_equals_name(monkeypatch, capsys):
 
 
 def test_a_paper_table_expands_cells_by_dataset_with_the_presets_aliases():
-    spec = declared.load_table("dpsinkhorn_dct", "cpu")
+    spec = declared.load_table("dpsinkhorn_table1", "cpu")
     cells = declared.expand_cells(spec)
-    assert len(cells) == 3 * 2 and spec["generations"] == 1
+    assert len(cells) == 13 * 2 and spec["generations"] == 1
     fm = [c for c in cells if c["dataset"] == "fashion_mnist"]
-    assert {c["preset"] for c in fm} == {"dpsinkhorn_dct_fmnist", "dpsinkhorn_param_dct_fmnist"}
-    assert all("fashion_mnist" in c["name"] and c["folder"].endswith("_fashion_mnist") for c in fm)
-    assert declared.load_table("dpsinkhorn_dct", "smoke")["datasets"] == ["mnist"]
-    assert declared.load_table("dpsinkhorn_dct", "paper")["generations"] == 5
+    assert {c["preset"] for c in fm} >= {"dpsinkhorn_dct_fmnist", "dpsinkhorn_param_dct_fmnist", "dpmerf_fmnist"}
+    assert all(c["folder"].startswith("fashion_mnist/") for c in fm)
+    assert declared.load_table("dpsinkhorn_table1", "paper")["generations"] == 5
+    # a dataset without a row's preset (the 60,000-record recipe on mnist10k) leaves the row out
+    ten = declared.expand_cells({**spec, "datasets": ["mnist10k"]})
+    assert len(ten) == 8 and not any("dct_mnist10k" in c["preset"] for c in ten)
+
+
+def test_a_paper_tables_cells_carry_the_papers_numbers_and_verdicts():
+    """Each cell names its row of the paper's table; the runner puts the paper's numbers beside ours and a
+    verdict for each, the same rule in every table (dpgen.utils.paper.verdict)."""
+    spec = declared._with_choices(declared.load_table("dpsinkhorn_table1", "paper"), ["fashion_mnist"], None)
+    cells = {c["name"]: c for c, _ in declared.cells_of(spec)}
+    assert declared.paper_cells(spec, cells["DP-Sinkhorn"]) == {"fid_paper": 193.8, "logreg_paper": 73.4,
+                                                                "mlp_paper": 72.2, "cnn_paper": 67.5}
+    assert set(declared.paper_cells(spec, cells["DP-MERF (baseline), eps 1"]).values()) == {None}
+    spec45 = declared.load_table("dpsinkhorn_table4_5", "smoke")
+    last = declared.expand_cells(spec45)[-1]  # Table 5: Adam 1e-5, batch 200, noise 2
+    assert declared.paper_cells(spec45, last)["fid_paper"] == 113.8
+    row = {"mlp": 80.0, "mlp_std": 0.5, "mlp_paper": 80.8, "logreg": 70.0, "logreg_paper": None, "cnn_paper": 79.9}
+    from dpgen.tables.grid import CellResult
+
+    declared._verdicts(spec, row, CellResult(None, runs=[{"mlp_values": [79.5, 80.5]}]), ["trainer.steps=9"])
+    assert row["mlp_verdict"].startswith("reproduced (-0.8, within 1.0)")
+    assert "trainer.steps=9" in row["mlp_verdict"] and row["logreg_verdict"] == "no paper number"
+    assert row["cnn_verdict"] == "not run"

@@ -64,52 +64,73 @@ def test_dpswd_sensitivity_figure(outputs_tmp):
     assert rows
 
 
-def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
-    from dpgen.tables import dpswd_generation
+def _table2(**kw):
+    """DP-SWD Table 2 (conf/table/dpswd_table2_generation.yaml) at the smoke scale on MNIST's cells."""
+    from dpgen.tables import declared
 
-    rows = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root),
-                                      variants=["SWD", "DP-SWD-b", "DP-SWD-f (dpgen)"],
-                                      extra_overrides=["dataset.n_train=1000"])  # the fake files' size
+    return declared.run_table("dpswd_table2_generation", "smoke", datasets=["mnist"], **kw)
+
+
+def _table2_run(row, extra=()):
+    from dpgen.tables import declared
+
+    return declared.run_dir("dpswd_table2_generation", "smoke", row, "mnist", 0, extra)
+
+
+def test_dpswd_generation_table_smoke(outputs_tmp, fake_data_root, tmp_path):
+    rows = _table2(data_root=str(fake_data_root), rows=["SWD", "DP-SWD-b", "DP-SWD-f (dpgen)"],
+                   extra=["dataset.n_train=1000"])  # the fake files' size
     for r in rows:
         assert r["status"] == "ok", r
-        assert 0 <= r["mlp_mean"] <= 100 and 0 <= r["logreg_mean"] <= 100
+        assert 0 <= r["mlp"] <= 100 and 0 <= r["logreg"] <= 100
         if r["method"] != "SWD":
-            assert 0 < r["epsilon_spent"] <= 10
+            assert 0 < r["epsilon_spent"] <= 10 and r["epsilon"] == 10
     paper = {r["method"]: r for r in rows}
     assert paper["DP-SWD-b"]["mlp_paper"] == 76 and paper["SWD"]["logreg_paper"] == 82
+    assert paper["SWD"]["epsilon"] == "inf"
     # each cell's verdict says the smoke scale is not the paper's setting; dpgen's row has no paper number
     assert "at SCALE=smoke" in paper["SWD"]["mlp_verdict"] and "not the paper's setting" in paper["SWD"]["mlp_verdict"]
     assert paper["DP-SWD-f (dpgen)"]["logreg_verdict"] == "no paper number"
     assert paper["DP-SWD-f (dpgen)"]["mlp_paper"] is None  # dpgen's row: no paper number
+    assert (outputs_tmp / "tables" / "dpswd_table2_generation_dataset.n_train_1000.csv").exists()
     # every row has its own run folder (the epsilon-1 rows used to share their epsilon-10 row's)
-    folders = {dpswd_generation.run_folder("mnist", v, 0) for v in dpswd_generation.VARIANTS}
-    assert len(folders) == len(dpswd_generation.VARIANTS)
+    from dpgen.tables import declared
+
+    names = [c["name"] for c in declared.load_table("dpswd_table2_generation", "smoke")["cells"]]
+    assert len({_table2_run(n) for n in names}) == len(names) == 12
     # absent data: the row says why instead of failing the table
-    missing = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(tmp_path / "empty"), variants=["SWD"],
-                                         reuse=False)
+    missing = _table2(data_root=str(tmp_path / "empty"), rows=["SWD"], reuse=False)
     assert missing[0]["status"].startswith("skipped:") and "MNIST" in missing[0]["status"]
 
 
 def test_dpswd_generation_table_reuses_finished_runs(outputs_tmp, fake_data_root, monkeypatch):
     """A table assembled over several sessions: finished cells are read, not trained again; cells with
-    other --set overrides get their own folders; the unbounded rows compare with the paper's rows."""
+    other --set overrides get their own folders; the unbounded rows compare with the paper's rows; a scale's
+    method.k reaches only the methods that have it."""
     import dpgen.tasks
-    from dpgen.tables import dpswd_generation
+    from dpgen.tables import declared
 
-    first = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
+    first = _table2(data_root=str(fake_data_root), rows=["SWD"])
 
     def no_training(cfg, out):
         raise AssertionError(f"trained again in {out}")
 
     monkeypatch.setattr(dpgen.tasks, "run", no_training)
-    again = dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"])
-    assert again[0]["mlp_mean"] == first[0]["mlp_mean"] and again[0]["wall_s"] == first[0]["wall_s"] > 0
+    again = _table2(data_root=str(fake_data_root), rows=["SWD"])
+    assert again[0]["mlp"] == first[0]["mlp"] and again[0]["wall_s"] == first[0]["wall_s"] > 0
     with pytest.raises(AssertionError, match="trained again"):
-        dpswd_generation.run_table("smoke", ["mnist"], data_root=str(fake_data_root), variants=["SWD"],
-                                   extra_overrides=["trainer.epochs=2"])
-    assert (dpswd_generation.run_folder("mnist", "SWD", 0, "smoke_trainer.epochs=2")
-            != dpswd_generation.run_folder("mnist", "SWD", 0, "smoke"))
-    assert dpswd_generation._paper("DP-SWD-c (rows unbounded)", "mnist") == {"mlp": 77.0, "logreg": 78.0}
+        _table2(data_root=str(fake_data_root), rows=["SWD"], extra=["trainer.epochs=2"])
+    assert _table2_run("SWD", ["trainer.epochs=2"]) != _table2_run("SWD")
+    spec = declared._with_choices(declared.load_table("dpswd_table2_generation", "smoke"), ["mnist"], None)
+    cells = {c["name"]: (c, cell) for c, cell in declared.cells_of(spec)}
+    assert declared.paper_cells(spec, cells["DP-SWD-c (rows unbounded)"][0]) == {"mlp_paper": 77.0,
+                                                                                 "logreg_paper": 78.0}
+    assert "method.k=100" in cells["DP-SWD-b"][1].overrides
+    assert not any(o.startswith("method.k=") for o in cells["DP-MERF (baseline)"][1].overrides)
+    with pytest.raises(ValueError, match="--rows: 'bogus' is not a row"):
+        _table2(rows=["bogus"])
+    with pytest.raises(ValueError, match="--datasets: 'cifar10' is not one of"):
+        declared.run_table("dpswd_table2_generation", "smoke", datasets=["cifar10"])
 
 
 def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(outputs_tmp, fake_data_root,
@@ -120,10 +141,9 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
     reads them, asking for more evaluates only the new ones."""
     import dpgen.tasks
     import dpgen.tasks.generation as G
-    from dpgen.tables import dpswd_generation
 
-    kw = dict(data_root=str(fake_data_root), variants=["DP-SWD-b"], extra_overrides=["dataset.n_train=1000"])
-    (first,) = dpswd_generation.run_table("smoke", ["mnist"], **kw)
+    kw = dict(data_root=str(fake_data_root), rows=["DP-SWD-b"], extra=["dataset.n_train=1000"])
+    (first,) = _table2(**kw)
     assert first["runs"] == 1 and first["generations"] == 1 and first["mlp_std"] == 0.0
 
     def no_training(cfg, out):
@@ -137,30 +157,30 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
 
     monkeypatch.setattr(dpgen.tasks, "run", no_training)
     monkeypatch.setattr(G, "evaluate_generator", counted)
-    (three,) = dpswd_generation.run_table("smoke", ["mnist"], generations=3, **kw)
+    (three,) = _table2(generations=3, **kw)
     assert len(calls) == 2 and len(set(calls)) == 2  # generations 2 and 3, each its own synthetic set
     assert three["status"] == "ok" and three["runs"] == 1 and three["generations"] == 3
-    run = dpswd_generation.run_folder("mnist", "DP-SWD-b", 0, "smoke_dataset.n_train=1000")
+    run = _table2_run("DP-SWD-b", ["dataset.n_train=1000"])
     from dpgen.tables.grid import GENERATIONS_DIR, RESULT_FILE
 
     result = json.loads((run / RESULT_FILE).read_text())
     mlp = result["mlp_values"]
-    assert len(mlp) == 3 and mlp[0] == pytest.approx(first["mlp_mean"], abs=0.01)
-    assert three["mlp_mean"] == pytest.approx(statistics.mean(mlp), abs=0.01)
+    assert len(mlp) == 3 and mlp[0] == pytest.approx(first["mlp"], abs=0.01)
+    assert three["mlp"] == pytest.approx(statistics.mean(mlp), abs=0.01)
     assert three["mlp_std"] == pytest.approx(statistics.stdev(mlp), abs=0.01)
     # the privacy facts are the trained run's: sampling more is post-processing and charges nothing
     assert three["epsilon_spent"] == first["epsilon_spent"] and three["sigma"] == first["sigma"] > 0
     assert sorted(p.name for p in (run / GENERATIONS_DIR).iterdir()) == ["0.json", "1.json", "2.json"]
     calls.clear()
-    (again,) = dpswd_generation.run_table("smoke", ["mnist"], generations=3, **kw)
-    assert calls == [] and again["mlp_mean"] == three["mlp_mean"]
-    (four,) = dpswd_generation.run_table("smoke", ["mnist"], generations=4, **kw)
+    (again,) = _table2(generations=3, **kw)
+    assert calls == [] and again["mlp"] == three["mlp"]
+    (four,) = _table2(generations=4, **kw)
     assert len(calls) == 1 and four["generations"] == 4
     # the table without generations still reads the run's own evaluation
-    (one,) = dpswd_generation.run_table("smoke", ["mnist"], **kw)
-    assert one["mlp_mean"] == first["mlp_mean"] and one["generations"] == 1
+    (one,) = _table2(**kw)
+    assert one["mlp"] == first["mlp"] and one["generations"] == 1
     with pytest.raises(ValueError, match="generations=0"):
-        dpswd_generation.run_table("smoke", ["mnist"], generations=0, **kw)
+        _table2(generations=0, **kw)
 
 
 def test_a_resumed_cells_wall_time_counts_every_sitting(tmp_path, monkeypatch):
@@ -180,18 +200,19 @@ def test_a_resumed_cells_wall_time_counts_every_sitting(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_dpswd_generation_table_every_row(outputs_tmp, fake_data_root):
-    from dpgen.tables import dpswd_generation
+    from dpgen.tables import declared
 
-    rows = dpswd_generation.main(["--scale", "smoke", "--datasets", "mnist,fashion_mnist",
-                                  "--data-root", str(fake_data_root)])
-    assert len(rows) == 2 * len(dpswd_generation.VARIANTS) and all(r["status"] == "ok" for r in rows)
-    assert (outputs_tmp / "tables" / "dpswd_table2_generation.csv").exists()
+    assert declared.main(["dpswd_table2_generation", "--scale", "smoke", "--datasets", "mnist,fashion_mnist",
+                          "--data-root", str(fake_data_root)]) == 0
+    with open(outputs_tmp / "tables" / "dpswd_table2_generation.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 12 and all(r["status"] == "ok" for r in rows)
 
 
-def test_dpswd_celeba_table_reports_missing_data(outputs_tmp, tmp_path):
-    from dpgen.tables import dpswd_celeba
+def test_dpswd_celeba_table_reports_missing_data(outputs_tmp, tmp_path, monkeypatch):
+    from dpgen.tables import declared
 
-    rows = dpswd_celeba.main(["--data-root", str(tmp_path / "empty")])
+    rows = declared.run_table("dpswd_celeba_fid", "smoke", str(tmp_path / "empty"))
     assert [r["method"] for r in rows] == ["SWD", "DP-SWD-c", "DP-SWD-b"]
     assert all(r["status"].startswith("skipped:") and "celeba" in r["status"] for r in rows)
     assert [r["fid_paper"] for r in rows] == [58, 97, 149]
