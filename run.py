@@ -5,7 +5,8 @@
     python run.py task=accounting method=dpswd dataset=mnist privacy.epsilon=10 privacy.delta=1e-5
     python run.py experiment=dpswd_table4_mnist_b   # a paper preset (conf/experiment/)
     python run.py -m method=dpswd,dpsinkhorn        # a sweep (Hydra multirun)
-    python run.py --help                            # config groups and options
+    python run.py --help                            # the commands and config groups (fast: no Hydra)
+    python run.py <overrides> --cfg job             # the composed config, printed
 
 Bad config (unknown key or choice, invalid value) stops with a message naming it.
 """

@@ -4,7 +4,8 @@
     dpgen task=accounting method=dpswd dataset=mnist privacy.epsilon=10 privacy.delta=1e-5
     dpgen experiment=dpswd_table4_mnist_b            # a paper preset (conf/experiment/)
     dpgen -m method=dpswd,dpsinkhorn                 # a sweep (Hydra multirun)
-    dpgen --help                                     # config groups and options
+    dpgen --help                                     # this list, the subcommands and the config groups
+    dpgen <overrides> --cfg job                      # the composed config of a run, printed (Hydra)
     dpgen sample <run folder> n=60000                # release a synthetic set + datasheet (dpgen/release.py)
     dpgen collect <sweep folder>                     # a sweep's summary rebuilt from its job folders
     dpgen table=<name> scale=smoke|cpu|paper         # a table of conf/table/ (dpgen/tables/declared.py);
@@ -13,38 +14,101 @@
 The config tree is ``dpgen/conf`` (in a checkout a link to the repository's top-level ``conf/``;
 in an installed package a copy), so an installed dpgen runs from any folder. Bad config (unknown
 key or choice, invalid value), a missing file or a stopped run ends with ``dpgen: error: ...``
-naming it, exit code 2.
+naming it, exit code 2; a misspelled key or choice gets one message, the closest known one.
+
+This module stays light (no torch, no Hydra at import): ``dpgen --help`` and the subcommands answer at once,
+and the Hydra application (``dpgen.app``) is imported only for a run.
 """
 
 import os
 import sys
 from pathlib import Path
 
-import hydra
-from omegaconf import DictConfig
-
-from dpgen.config import ConfigError, register_configs, validate
-from dpgen.privacy.validation import PrivacyParameterError
-from dpgen.train.state import TrainingError
-
-register_configs()
-
-
 #: subcommands that are not Hydra runs: ``dpgen <name> ...`` -> module.main(argv) -> exit code
 SUBCOMMANDS = {"sample": "dpgen.release", "collect": "dpgen.sweeps", "table": "dpgen.tables.declared"}
 
-#: exit status after Ctrl-C outside a training step (128 + SIGINT, as a shell reports it)
-EXIT_INTERRUPTED = 130
+#: one line per subcommand and per kind of run, for ``dpgen --help``
+USAGE = """usage: dpgen [<key>=<value> ...]           a run (Hydra overrides; none: the embedded default)
+       dpgen -m <key>=<a>,<b> ...             a sweep, one run per combination (add hydra/launcher=submitit_slurm)
+       dpgen sample <run folder> [n=N]        release a synthetic set + DATASHEET from a finished run
+       dpgen collect <sweep folder>           rebuild a sweep's summary from its job folders
+       dpgen table [<name>] [--scale S]       run a table of conf/table/ (none: list them); also table=<name>
+       dpgen <overrides> --cfg job            print the composed config without running (Hydra)
+       dpgen --hydra-help                     Hydra's own options
 
-#: the run folder named on the command line (``hydra.run.dir=``) and what it held before Hydra wrote into it
-#: (None: it did not exist): a run refused before any result removes only what it added
-_BEFORE: dict = {}
+examples:
+       dpgen method=dpswd dataset=mnist privacy.epsilon=3
+       dpgen task=accounting method=dpsinkhorn dataset=mnist
+       dpgen experiment=dpsinkhorn_dct_mnist resume=auto hydra.run.dir=outputs/my_run
+       dpgen dataset=folder dataset.path=<dir of class folders> (your own images; README "Your own data")
+"""
+
+
+#: folders of the config tree that are not config groups of a run (tables and their scales: ``dpgen table``)
+NOT_GROUPS = ("hydra", "scale", "table", "__pycache__")
 
 
 def _override(args, key: str):
     """The value of ``key=<value>`` on the command line (the last one), else None."""
     values = [a.split("=", 1)[1] for a in args if a.startswith(key + "=")]
     return values[-1] if values else None
+
+
+def print_help() -> None:
+    """``dpgen --help``: the commands, then each config group with its choices (read from the config folder's
+    file names: no config is composed and nothing heavy is imported)."""
+    conf = Path(__file__).resolve().parent / "conf"
+    print(USAGE)
+    print("config groups (<group>=<choice>; conf/<group>/<choice>.yaml):")
+    import textwrap
+
+    for group in sorted(p for p in conf.iterdir() if p.is_dir() and p.name not in NOT_GROUPS):
+        choices = sorted(f.stem for f in group.glob("*.yaml"))
+        shown = ", ".join(choices) if len(choices) <= 30 else ", ".join(choices[:30]) + f", ... ({len(choices)})"
+        print(textwrap.fill(shown, 118, initial_indent=f"  {group.name:<11} ", subsequent_indent=" " * 14))
+    print("\nkeys: trainer.*, privacy.*, task.*, model.*, method.*, dataset.*: each documented in its YAML under conf/; "
+          "`dpgen <overrides> --cfg job` prints them all")
+
+
+class _HeldStderr:
+    """stderr held back while Hydra composes the config: a refused override's Hydra message is replaced by dpgen's
+    (the closest key or choice), everything else is passed on once the run starts or Hydra returns."""
+
+    def __init__(self, real) -> None:
+        self.real, self.held, self.open = real, [], True
+
+    def write(self, text: str) -> int:
+        if self.open:
+            self.held.append(text)
+        else:
+            self.real.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.open:
+            self.real.flush()
+
+    def release(self, keep: bool = True) -> None:
+        if self.open:
+            self.open = False
+            if keep:
+                self.real.write("".join(self.held))
+            self.held = []
+        if sys.stderr is self:
+            sys.stderr = self.real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+#: the held stderr of this process's run (one at most), released when Hydra hands over to the task
+_HELD: list = []
+
+
+def release_stderr() -> None:
+    """Pass on what Hydra printed while composing, and everything after it (``dpgen.app.hydra_main`` calls it)."""
+    while _HELD:
+        _HELD.pop().release()
 
 
 def refuse_resume_without_run(args) -> None:
@@ -67,12 +131,15 @@ def refuse_resume_without_run(args) -> None:
 
 
 def main():
-    """``dpgen sample ...`` / ``dpgen collect ...``, else a Hydra run with the command line's overrides."""
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+    """``dpgen --help``, ``dpgen sample|collect|table ...``, else a Hydra run with the command line's overrides."""
+    args = sys.argv[1:]
+    if args in (["--help"], ["-h"]):
+        print_help()
+        sys.exit(0)
+    if args and args[0] in SUBCOMMANDS:
         import importlib
 
-        sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]))
-    args = sys.argv[1:]
+        sys.exit(importlib.import_module(SUBCOMMANDS[args[0]]).main(args[1:]))
     table = _override(args, "table")
     if table is not None:  # `dpgen table=<name> scale=<scale>`: the same as `dpgen table <name> --scale <scale>`
         from dpgen.tables.declared import main as table_main
@@ -84,66 +151,39 @@ def main():
     except ValueError as e:
         print(f"dpgen: error: {e}", file=sys.stderr)
         sys.exit(2)
+    _run_hydra(args)
+
+
+def _run_hydra(args) -> None:
+    from dpgen import app
+
     folder = _override(args, "hydra.run.dir")
-    _BEFORE.clear()
+    app.BEFORE.clear()
     if folder is not None:
         path = Path(folder).resolve()
-        _BEFORE[path] = set(os.listdir(path)) if path.is_dir() else None
+        app.BEFORE[path] = set(os.listdir(path)) if path.is_dir() else None
+    held = _HeldStderr(sys.stderr)
+    if "-m" not in args and "--multirun" not in args:  # a sweep's launcher prints as it goes
+        sys.stderr = held
+        _HELD[:] = [held]
+    else:
+        held.release()
     try:
-        hydra_main()
+        app.hydra_main()
     except SystemExit as e:
-        if e.code == 1:  # Hydra refused an override (printed above): name the closest key or choice
+        if e.code == 1 and held.open:  # Hydra refused an override: name the closest key or choice instead
             from dpgen.config import CONFIG_DIR, compose_raw
             from dpgen.utils.suggest import override_hint
 
-            hint = override_hint(sys.argv[1:], CONFIG_DIR, compose_raw)
+            hint = override_hint(args, CONFIG_DIR, compose_raw)
             if hint:
+                held.release(keep=False)
                 print(f"dpgen: error: {hint}", file=sys.stderr)
                 sys.exit(2)
         raise
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def hydra_main(cfg: DictConfig):
-    from hydra.core.hydra_config import HydraConfig
-
-    from dpgen.tasks import TASKS
-    from dpgen.utils.run_dir import RunDirBusy, RunLog, claim_run_dir, discard_if_empty
-
-    folder = Path(HydraConfig.get().runtime.output_dir)
-    log = None
-    try:
-        conf = validate(cfg)
-        if os.environ.get("SUBMITIT_EXECUTOR") and conf.resume is False:
-            # a submitit job that hits its time limit (or is preempted) is requeued and runs again in
-            # its own folder: it continues from its checkpoint with the same ledger
-            conf.resume = "auto"
-        task = TASKS[conf.task.name]
-        # one live run per folder: a fresh run whose folder is taken moves to <folder>-1, ...
-        out = claim_run_dir(folder, conf.resume)
-        folder = out
-        log = RunLog(out).__enter__()  # <run>/run.log: what the run prints
-        return task(conf, output_dir=out)
-    except (ConfigError, PrivacyParameterError, FileNotFoundError, TrainingError, ValueError, RunDirBusy) as e:
-        # bad input or a stopped run: the message names the value / file / step and the fix
-        print(f"dpgen: error: {e}", file=sys.stderr)
-        if log is not None:
-            log.__exit__(None, None, None)
-            log = None
-        # a single run that failed before any result leaves no folder (a folder that existed before keeps what it
-        # held); a sweep's job keeps its run.log (the summary reads the error from it)
-        if HydraConfig.get().mode.name == "RUN":
-            discard_if_empty(folder, existed=_BEFORE.get(Path(folder).resolve(), None))
-        sys.exit(2)
-    except KeyboardInterrupt:
-        # Ctrl-C outside a training step (setup, evaluation), or a second one inside a step: one line, no traceback.
-        # A first Ctrl-C during training ends the step, writes a checkpoint and exits 130 (dpgen.train.signals).
-        print(f"dpgen: interrupted (Ctrl-C): what {folder} holds is kept; continue with the same command and "
-              f"resume=auto hydra.run.dir={folder}", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
     finally:
-        if log is not None:
-            log.__exit__(None, None, None)
+        held.release()
+        _HELD[:] = []
 
 
 if __name__ == "__main__":

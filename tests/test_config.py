@@ -146,9 +146,9 @@ def _run(*args):
 @pytest.mark.parametrize(
     "args,named",
     [
-        (["method=nosuchmethod"], "method/nosuchmethod"),
-        (["dataset=nosuchdata"], "dataset/nosuchdata"),
-        (["task=nosuchtask"], "task/nosuchtask"),
+        (["method=nosuchmethod"], "method=nosuchmethod is not a choice of method/"),
+        (["dataset=nosuchdata"], "dataset=nosuchdata is not a choice of dataset/"),
+        (["task=nosuchtask"], "task=nosuchtask is not a choice of task/"),
         (["privacy.delta=2"], "privacy.delta=2"),
         (["privacy.epsilon=0"], "privacy.epsilon=0"),
     ],
