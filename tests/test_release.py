@@ -74,6 +74,28 @@ def test_release_refusals(run_cli, tmp_path):
     assert release.main([str(run), "m=3"]) == 2
 
 
+def test_evaluate_uses_the_threads_it_is_given(run_cli, tmp_path, monkeypatch):
+    """task=evaluate trains its classifiers on trainer.threads threads, as a training run's evaluation does (it used
+    torch's default, every core, and took 100x longer beside another job)."""
+    import torch
+
+    import dpgen.eval
+
+    x = np.random.default_rng(0).random((60, 1, 8, 8), dtype=np.float32)
+    np.savez(tmp_path / "set.npz", x=x, y=np.arange(60) % 10)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # what the process had (the test workers run on one thread each)
+    seen = []
+    real = dpgen.eval.evaluate_downstream
+    monkeypatch.setattr(dpgen.eval, "evaluate_downstream",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    code, out = run_cli("task=evaluate", f"task.synthetic={tmp_path / 'set.npz'}", "dataset=digits",
+                        "trainer.threads=1", "task.eval_models=[logreg]")
+    assert code == 0, out[-1500:]
+    assert seen == [1] and torch.get_num_threads() == 2  # the share ends with the evaluation
+    torch.set_num_threads(before)
+
+
 def test_evaluate_refuses_a_bad_set(run_cli, tmp_path):
     bad = tmp_path / "bad.npz"
     np.savez(bad, images=np.zeros((3, 1, 8, 8)))

@@ -76,6 +76,7 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.utils.device import resolve_device
     from dpgen.utils.io import write_json
     from dpgen.utils.run_dir import start_run_dir
+    from dpgen.utils.threads import ThreadShare
 
     t0 = time.time()
     task = cfg.task
@@ -88,14 +89,17 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
                          f"test split has {tuple(X_test.shape[1:])}: evaluate it on the dataset it was trained for")
     out = start_run_dir(cfg, output_dir, "evaluate")
     device = str(resolve_device(cfg.trainer.device))
-    res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models),
-                              image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
-                              seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
-                              logreg_solver=task.logreg_solver)
-    if res.get("n_classes"):  # the class-mean baseline and intra-class spread of the released set
-        from dpgen.eval.fidelity import set_fidelity
+    # this process's share of the cores (trainer.threads), as a training run's evaluation has: with torch's default
+    # of every core, an MLP beside another job took 1,191 s against 10.9 s inside a training run (issue 55)
+    with ThreadShare(cfg.trainer.threads):
+        res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models),
+                                  image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
+                                  seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
+                                  logreg_solver=task.logreg_solver)
+        if res.get("n_classes"):  # the class-mean baseline and intra-class spread of the released set
+            from dpgen.eval.fidelity import set_fidelity
 
-        res.update(set_fidelity(x, y, X_test, Y_test, seed=cfg.seed))
+            res.update(set_fidelity(x, y, X_test, Y_test, seed=cfg.seed))
     privacy = released_privacy(task.synthetic)
     metrics = {"task": "evaluate", "synthetic": str(task.synthetic), "dataset": cfg.dataset.name, "seed": cfg.seed,
                "n_synthetic": int(len(x)), "n_test": int(X_test.shape[0]), "privacy": privacy, "downstream": res,
