@@ -171,6 +171,11 @@ class GenerationTask(Task):
                      f"sigma {p['sigma']:.4g}" if isinstance(p.get("sigma"), (int, float)) else "noise: see metrics.json")
             print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p.get('epsilon_budget', 'n/a')} at delta "
                   f"{p['delta']:.3g} ({noise}, {detail})")
+            check = p.get("cross_check") or {}
+            if check.get("passed") is not None:  # the charged epsilon is the one above; the others only check it
+                others = ", ".join(f"{k} {v:.4f}" for k, v in (p.get("epsilon_cross_check") or {}).items())
+                print(f"  cross-check ({others}): {'passed' if check['passed'] else 'FAILED'}, {check['rule']}; "
+                      "the epsilon charged is the one above")
         else:
             print("  privacy: none (non-private baseline)")
         ds = m.get("downstream") or {}
