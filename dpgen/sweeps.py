@@ -188,12 +188,23 @@ def _plot(sweep: Path, rows, metric_cols) -> Optional[Path]:
 
     from dpgen.utils.io import atomic_write_bytes
 
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for m, pts in series.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=m)
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    acc = {m: pts for m, pts in series.items() if m != "epsilon"}
+    for m, pts in acc.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                label="class-mean baseline" if m == "class_mean" else m)
     ax.set_xlabel(key)
-    ax.set_title(f"sweep {sweep.name}", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("accuracy (%)" if any("acc" in m or m in ("logreg", "mlp", "cnn") for m in acc) else "metric")
+    handles, labels = ax.get_legend_handles_labels()
+    if "epsilon" in series:  # epsilon on its own axis: a budget of 10 beside accuracies of 90 % reads as a flat line
+        ax2 = ax.twinx()
+        pts = series["epsilon"]
+        line, = ax2.plot([p[0] for p in pts], [p[1] for p in pts], "s--", color="0.35", label="epsilon spent")
+        ax2.set_ylabel("epsilon spent")
+        ax2.set_ylim(bottom=0)
+        handles, labels = handles + [line], labels + ["epsilon spent"]
+    ax.set_title(f"{len(rows)} runs over {key} (folder {sweep.name})", fontsize=9)
+    ax.legend(handles, labels, fontsize=8)
     fig.tight_layout()
     import io
 

@@ -215,3 +215,31 @@ def test_slurm_preset_sbatch_script(tmp_path, monkeypatch):
     for line in ("--partition=gpu", "--gpus-per-node=1", "--cpus-per-task=8", "--mem=32GB",
                  "--time=240", "--array=0-39%16", "--job-name=dpgen_run"):
         assert f"#SBATCH {line}\n" in script, (line, script)
+
+
+def test_the_sweep_picture_gives_epsilon_its_own_axis(tmp_path):
+    """sweep_summary.png: accuracies on the left axis, the epsilon spent on its own (right) axis, a title naming the
+    swept key (it was "sweep sweep", with a budget of 10 drawn on the accuracies' scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpgen import sweeps
+
+    rows = [{"job": str(i), "overrides": f"privacy.epsilon={e}", "logreg": 60.0 + 3 * e, "epsilon": 0.999 * e}
+            for i, e in enumerate([1, 3, 10])]
+    figs = []
+    real_close = plt.close
+    plt.close = lambda fig=None: figs.append(fig)  # keep the figure to look at its axes
+    try:
+        path = sweeps._plot(tmp_path, rows, ["logreg"])
+    finally:
+        plt.close = real_close
+    assert path.stat().st_size > 1000
+    ax, ax2 = figs[0].axes
+    assert ax.get_ylabel() == "accuracy (%)" and ax2.get_ylabel() == "epsilon spent"
+    assert "privacy.epsilon" in ax.get_title() and "sweep sweep" not in ax.get_title()
+    assert [line.get_label() for line in ax.get_lines()] == ["logreg"]
+    real_close(figs[0])
+
