@@ -22,6 +22,29 @@ EXIT_INTERRUPTED = 130
 BEFORE: dict = {}
 
 
+def say_recipe(conf, choices) -> None:
+    """A generation run on images says which recipe it trains with: an experiment preset, a tuned file
+    (conf/tuned/<method>_<dataset>.yaml; the own-data recipe for dataset=folder / npz), or the method's defaults,
+    with the one override that gives the own-data recipe to a data set that has none."""
+    if conf.task.name != "generation" or len(conf.dataset.shape) != 3:
+        return
+    from dpgen.config import CONFIG_DIR
+
+    method, name = conf.method.name, conf.dataset.name
+    shape = " x ".join(map(str, conf.dataset.shape))
+    if choices.get("experiment"):
+        print(f"[dpgen] recipe: the preset conf/experiment/{choices['experiment']}.yaml ({method} on {name}, {shape})")
+    elif choices.get("tuned"):
+        print(f"[dpgen] recipe: conf/tuned/{choices['tuned']}.yaml ({method} on {name}, {shape}"
+              + (f"; DCT {conf.model.dct_size or min(10, *conf.dataset.shape[1:])} x "
+                 f"{conf.model.dct_size or min(10, *conf.dataset.shape[1:])} per channel"
+                 if conf.model.generator == "dct" else "") + ")")
+    elif (CONFIG_DIR / "tuned" / f"{method}_folder.yaml").exists():
+        print(f"[dpgen] {method} on dataset={name} ({shape}) has no recipe of its own (conf/tuned/{method}_{name}.yaml):"
+              f" the method's defaults run, which the papers tuned for their data. For images of your own, "
+              f"tuned={method}_folder gives the own-data recipe, chosen by shape (README \"Your own data\")")
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def hydra_main(cfg: DictConfig):
     from hydra.core.hydra_config import HydraConfig
@@ -40,6 +63,7 @@ def hydra_main(cfg: DictConfig):
             # a submitit job that hits its time limit (or is preempted) is requeued and runs again in
             # its own folder: it continues from its checkpoint with the same ledger
             conf.resume = "auto"
+        say_recipe(conf, HydraConfig.get().runtime.choices)
         task = TASKS[conf.task.name]
         # one live run per folder: a fresh run whose folder is taken moves to <folder>-1, ...
         out = claim_run_dir(folder, conf.resume)

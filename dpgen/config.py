@@ -60,10 +60,12 @@ class DatasetConfig:
     #: a loader outside dpgen, ``package.module.function(data_root, split, download, **options)``
     #: returning an ArrayDataset (docs/EXTENDING.md); null: dpgen's loader for ``name``
     loader: Optional[str] = None
+    #: your own data: the folder of class sub-folders (dataset=folder) or the .npz file (dataset=npz)
+    path: Optional[str] = None
 
     def __post_init__(self) -> None:
-        check_positive_int(self.n_train, "dataset.n_train")
         self.fill_facts()
+        check_positive_int(self.n_train, "dataset.n_train")
         check_positive_int(self.dim, "dataset.dim")
         self.warn_declared_size()
 
@@ -89,7 +91,7 @@ class DatasetConfig:
 
     def _facts_of(self):
         """(the dpgen dataset whose loader gives the records, its options)."""
-        return self.name, self.options
+        return self.name, {**dict(self.options or {}), **({"path": self.path} if self.path else {})}
 
     def _private_split(self) -> str:
         """The split the private records are read from."""
@@ -107,7 +109,18 @@ class DatasetConfig:
         dim = 1
         for s in shape:
             dim *= s
-        for key, value in (("shape", shape), ("num_classes", int(spec.num_classes)), ("dim", dim)):
+        if spec.count_fn is not None and not self.path and self.loader is None:
+            raise ConfigError(f"dataset={name} reads your own data: give dataset.path=<"
+                              f"{'folder of class sub-folders' if name == 'folder' else 'file.npz'}> "
+                              "(README \"Your own data\")")
+        if spec.count_fn is not None and self.n_train == 0 and self.path:  # your own data, counted once
+            import sys
+
+            self.n_train = int(spec.count_fn(dict(options or {})))
+            print(f"[dpgen] dataset={name}: dataset.n_train=0, so the training records at {self.path} were counted: "
+                  f"{self.n_train:,}, treated as public (it sets q = B / n; the report says so). Declare "
+                  f"dataset.n_train=<n> to fix it instead.", file=sys.stderr)
+        for key, value in (("shape", shape), ("num_classes", spec.classes_for(dict(options or {}))), ("dim", dim)):
             if key == "num_classes" and self.loader is not None:
                 continue  # a loader of one's own gives its class count (or dataset.num_classes does)
             given = getattr(self, key)
@@ -336,7 +349,8 @@ class ModelConfig:
     #: fixed inverse DCT after them: DP-Sinkhorn's hook then sits on the coefficients)
     generator: str = "auto"
     code_dim: int = 10
-    #: generator=dct, or dct_project=true: k, the k x k lowest-frequency DCT coefficients per channel
+    #: generator=dct, or dct_project=true: k, the k x k lowest-frequency DCT coefficients per channel (0: by the
+    #: image's size, min(10, H, W): the own-data recipe's choice)
     dct_size: int = 10
     #: any other image generator (e.g. dcgan): project its output onto the dct_size x dct_size lowest DCT
     #: frequencies, decoded as dct decodes; DP-Sinkhorn's hook and per-record gradient then sit on the coefficients
@@ -354,7 +368,8 @@ class ModelConfig:
 
         _choice(self.generator, "model.generator", ("auto", *GENERATORS))
         check_positive_int(self.code_dim, "model.code_dim")
-        check_positive_int(self.dct_size, "model.dct_size")
+        if self.dct_size != 0:  # 0: min(10, H, W), set by the images' size
+            check_positive_int(self.dct_size, "model.dct_size")
         _choice(self.upsample, "model.upsample", ("nearest", "bilinear"))
         _choice(self.memory_format, "model.memory_format", ("auto", "channels_last", "contiguous"))
 

@@ -44,6 +44,12 @@ def test_every_method_composes_and_validates(method, dataset):
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_every_dataset_validates(dataset):
+    if dataset in ("folder", "npz"):  # your own data: a clear error without its path (tests/data/test_own_data.py)
+        from dpgen.config import ConfigError
+
+        with pytest.raises(ConfigError, match=f"dataset={dataset} reads your own data: give dataset.path="):
+            validate(_compose([f"dataset={dataset}"]))
+        return
     conf = validate(_compose([f"dataset={dataset}"]))
     assert conf.dataset.n_train > 0 and conf.dataset.dim > 0
 

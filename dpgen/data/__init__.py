@@ -80,6 +80,11 @@ class DatasetSpec:
     n_train: Optional[int] = None
     #: options that change which training records are read (then ``n_train`` is not compared)
     count_options: Tuple[str, ...] = ("n", "split", "domain", "partition")
+    #: the class count as a function of the options (your own data: read from the data's public layout)
+    classes_fn: Optional[Callable[[dict], int]] = field(default=None, compare=False)
+    #: the training record count as a function of the options, for ``dataset.n_train=0`` (counted once, treated as
+    #: public: the run's report says so)
+    count_fn: Optional[Callable[[dict], int]] = field(default=None, compare=False)
 
     def options(self) -> Dict[str, Any]:
         """The loader's options and their defaults."""
@@ -88,6 +93,9 @@ class DatasetSpec:
 
     def shape_for(self, options: Optional[dict] = None) -> Tuple[int, ...]:
         return tuple(self.shape_fn(options or {})) if self.shape_fn else tuple(self.shape)
+
+    def classes_for(self, options: Optional[dict] = None) -> int:
+        return int(self.classes_fn(options or {})) if self.classes_fn else int(self.num_classes)
 
 
 #: ``dataset=`` -> its :class:`DatasetSpec`. A new module of dpgen/data registers its own entry
@@ -166,7 +174,7 @@ def dataset_info(name: str, **options) -> Dict[str, Any]:
         "name": spec.name,
         "shape": shape,
         "dim": dim,
-        "num_classes": spec.num_classes,
+        "num_classes": spec.classes_for(opts),
         "in_memory": spec.in_memory,
         "description": spec.description,
         "files": spec.files,
@@ -196,6 +204,8 @@ def load_split(dataset_cfg, split: str = "train") -> Dataset:
     dataset outside dpgen, docs/EXTENDING.md) when given, else :func:`load_dataset`."""
     ds = dataset_cfg
     opts = dict(ds.options or {})
+    if getattr(ds, "path", None):  # your own data (dataset=folder / npz): where it is
+        opts["path"] = ds.path
     if ds.loader:
         from dpgen.utils.objects import import_object
 

@@ -118,7 +118,7 @@ class _DCTDecode:
         if len(self.out_shape) != 3:
             raise ValueError(f"{name} needs images (C, H, W), the dataset gives {self.out_shape}")
         c, h, w = self.out_shape
-        k = int(dct_size)
+        k = int(dct_size) or min(10, h, w)  # 0: by the images' size (the own-data recipe)
         if not 1 <= k <= min(h, w):
             raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
         self.k = k
