@@ -5,7 +5,7 @@
 
 VENV   ?= .venv
 PYTHON ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo python3)
-# torch/torchvision pinned to the builds on this workplace's disk (see README "Install")
+# torch/torchvision pinned to the builds on this workplace's disk (see docs/DEFAULT.md, "Install notes")
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 # CPU=auto (default): without a GPU (nvidia-smi finds none) torch comes from PyTorch's CPU index, no CUDA libraries
 # (about 6 GB less); where that index cannot be reached the default build is installed and `make install` says

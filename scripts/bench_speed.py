@@ -353,7 +353,7 @@ def _bench_logreg(x, y, rate, repeats):
         fits[solver] = (sec, int(np.max(clf.n_iter_)))
     (sf, itf), (ss, its) = fits["fused"], fits["sklearn"]
     # the objective's set-up, once per fit (the packed path packs X twice): on this easy data, a few iterations
-    # long, it is a large part of the fit; a real set's fit runs 200-650 iterations (README, Speed)
+    # long, it is a large part of the fit; a real set's fit runs 200-650 iterations (docs/SPEED.md)
     with threadpool_limits(limits=1, user_api="blas"):
         setup = timed({"setup": lambda: LogRegObjective(x.to(DEV), yn, 10, l2=1.0 / n)}, 3)["setup"]
     rows.append({"what": f"LogReg fit on {n:,} samples (L-BFGS to scikit-learn's tolerance): fused {itf} / "

@@ -226,9 +226,9 @@ def n_synthetic(task, n_private: int) -> int:
     return int(task.n_synthetic) if task.n_synthetic else min(60000, 10 * n_private)
 
 
-#: what a user compares a result with (measured here, README "Results"): dataset -> text
+#: what a user compares a result with (measured here, docs/RESULTS.md): dataset -> text
 REFERENCES = {
-    "digits": "references on digits (README Quick start): this default (Poisson batches of 100 since issue 53) LogReg "
+    "digits": "references on digits (docs/DEFAULT.md): this default (Poisson batches of 100 since issue 53) LogReg "
               "91.7-92.2 % against its own class-mean baseline 88.9-90.3 %, spread ratio 0.37-0.41, FID 48.9-50.4 (5 "
               "runs, FID 2); batches of 30 before it: LogReg 89.7-90.6 %, class-mean baseline 88.9-90.0 %, spread 0.20, "
               "FID 67.3-67.4 (templates); non-private SWD LogReg 89-93 %, DP-MERF at epsilon 10 (method=dpmerf) 81-86 % (3 "

@@ -148,7 +148,7 @@ def long_run_notice(cfg, task: "Task", steps_left: int, s_per_step: float) -> Op
             + (f", then {eval_what}" + (f" (about {eval_s / 60:.1f} min)" if eval_s else " (its time is estimated "
                                           "on a CPU only)") if eval_what else "")
             + f". A quick run: {task.quick_overrides}; "
-            "a long run survives interruptions with resume=auto (README, Quick runs).")
+            "a long run survives interruptions with resume=auto (docs/USAGE.md, Quick runs).")
 
 
 def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:

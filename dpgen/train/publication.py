@@ -1,6 +1,6 @@
 """What a training loop publishes, and the privacy ledger that must cover it.
 
-The rule (README, "Privacy is this project's security"): a run publishes only the mechanism's
+The rule (README, "Privacy"; docs/PRIVACY.md): a run publishes only the mechanism's
 released outputs, post-processing of them and of public data, and epsilon. Everything a loop
 writes while it trains (``metrics.jsonl``, the csv / tensorboard / wandb loggers, checkpoints)
 goes out after the ledger that covers it is on disk:
