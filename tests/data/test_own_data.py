@@ -133,3 +133,16 @@ def test_the_own_data_recipe_is_chosen_by_shape(tmp_path, shape, k):
         "per_sample", "dct", 100, 5000)
     gen = generator_from_config(cfg.model, tuple(cfg.dataset.shape), cfg.dataset.num_classes)
     assert gen.k == k
+
+
+def test_a_run_says_which_recipe_it_trains_with(capsys):
+    """A generation run on images names its recipe (a preset, a tuned file) or says it has none and which override
+    gives the own-data recipe (dataset=mine silently fell back to the paper's batch clip: samples were noise)."""
+    from dpgen.app import say_recipe
+    from dpgen.config import compose_config
+
+    say_recipe(compose_config(["dataset=usps"]), {"tuned": None, "experiment": None})
+    out = capsys.readouterr().out
+    assert "dpsinkhorn on dataset=usps (1 x 16 x 16) has no recipe of its own" in out and "tuned=dpsinkhorn_folder" in out
+    say_recipe(compose_config([]), {"tuned": "dpsinkhorn_digits", "experiment": None})
+    assert "recipe: conf/tuned/dpsinkhorn_digits.yaml (dpsinkhorn on digits, 1 x 8 x 8; DCT 8 x 8" in capsys.readouterr().out
