@@ -80,3 +80,27 @@ def test_every_script_that_imports_dpgen_finds_it_without_an_install():
         if not any("sys.path.insert(0" in ln for ln in lines):
             missing.append(f"{script.name} (first dpgen import on line {first_dpgen})")
     assert not missing, "put the checkout on sys.path before importing dpgen in: " + ", ".join(missing)
+
+
+def test_make_install_asks_for_the_cpu_build_without_a_gpu_and_says_what_it_installed(tmp_path):
+    """Without a GPU (no nvidia-smi on PATH) `make install` asks PyTorch's CPU index, falls back to the default build
+    with a line saying so, and names the build it installed; CPU=0 never asks, CPU=1 always does (issue 55: a
+    machine without a GPU pulled 6.1 GB of CUDA libraries silently)."""
+    import os
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no nvidia-smi there on this machine or in CI
+    if shutil.which("nvidia-smi", path=env["PATH"]):
+        pytest.skip("a GPU machine")
+
+    def dry(*args):
+        return subprocess.run(["make", "-n", "install", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    auto = dry()
+    assert "--index-url https://download.pytorch.org/whl/cpu" in auto and "no GPU found by nvidia-smi" in auto
+    assert "is not available from" in auto and "installed torch" in auto  # the fallback and the build, said
+    assert "--index-url" not in dry("CPU=0").split("pip install -e")[0]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in dry("CPU=1")
