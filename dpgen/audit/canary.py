@@ -528,13 +528,15 @@ def audit_dpsgd(trials: int, seed: int, noise_scale: float = 1.0, progress: bool
     on a fixed linear classifier. D' = {r}, D = {r, canary}; the canary (10 e0, label 1) has a gradient
     of norm ~7 > C. Score: B <p.grad, unit direction of the canary's gradient>. The naive-clip variant
     replays a1b9f60's DP-SGD: the func path with its clip arithmetic."""
-    from dpgen.methods.dpsgd import DPSGD, flatten_gradients, per_sample_gradients
+    from dpgen.methods.dpsgd import flatten_gradients, per_sample_gradients
 
     b = 2
     if naive_clip:
         per_sample = "func"
-    m = DPSGD(clip=1.0, noise_multiplier=NOISE_MULTIPLIER * noise_scale, sample_rate=b / 1000, expected_batch_size=b,
-              accountants=(), delta=DELTA, per_sample=per_sample)
+    # built by the registry as a run builds it: 1,000 records, Poisson batches of 2 (q = 0.002), C = 1
+    _, m = _method(["task=classification", "method=dpsgd", f"method.noise_multiplier={NOISE_MULTIPLIER * noise_scale}",
+                    "method.clip=1.0", "method.accountants=[]", f"method.per_sample={per_sample}",
+                    f"privacy.delta={DELTA}"], n=1000, shape=(16,), num_classes=2, batch=b)
     model = _set_weights(torch.nn.Linear(16, 2), seed=3, scale=0.1)
     xr = torch.randn(1, 16, generator=_gen(4)) / 4
     yr = torch.zeros(1, dtype=torch.long)
