@@ -149,7 +149,7 @@ tables:
 	$(PYTHON) scripts/tables.py
 
 # any table by name: a declared one (conf/table/<NAME>.yaml: dpgen table NAME --scale SCALE) or a driver module
-# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=wdp_dl ARGS="--scale smoke"
+# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=dpswd_da ARGS="--scale smoke"
 table:
 	@test -n "$(NAME)" || { echo "make table NAME=<name> [ARGS=...]; declared (conf/table/):"; ls conf/table | sed 's/\.yaml$$//'; \
 	  echo "driver modules (dpgen/tables/):"; ls dpgen/tables | grep '\.py$$' | grep -v '^_\|_common\|declared\|grid' | sed 's/\.py$$//'; exit 2; }
@@ -176,7 +176,7 @@ fig-dpswd-toy:
 # WDP_DL_DATASETS empty: the scale's own (smoke: mnist10k; cpu: mnist10k,usps; paper: mnist,fashion_mnist,cifar10,svhn)
 WDP_DL_DATASETS ?=
 table-wdp-dl:
-	$(PYTHON) -m dpgen.tables.wdp_dl --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) wdp_table2 --scale $(SCALE) $(if $(WDP_DL_DATASETS),--datasets $(WDP_DL_DATASETS),) $(DATA_ROOT_ARG) $(ARGS)
 
 .PHONY: table-dpsinkhorn-mnist table-dpsinkhorn-celeba table-dpsinkhorn-ablation
 # DP-Sinkhorn Tables 1-5 (conf/table/dpsinkhorn_table{1,2_3,4_5}.yaml): SCALE=smoke|cpu|paper, DATASETS=, DATA_ROOT=

@@ -111,10 +111,12 @@ def expand_cells(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
     if not spec["datasets"]:
         return [{**c, "base": c["name"]} for c in spec["cells"]]
     aliases = spec.get("aliases") or {}
+    fills = spec.get("fills") or {}  # more per-dataset names for the templates, e.g. the paper's row name
     out = []
     for c in spec["cells"]:
         for ds in spec["datasets"]:
-            cell = {**_fill(c, {"dataset": ds, "alias": aliases.get(ds, ds)}), "dataset": ds, "base": c["name"]}
+            fill = {"dataset": ds, "alias": aliases.get(ds, ds), **{k: (m or {}).get(ds, ds) for k, m in fills.items()}}
+            cell = {**_fill(c, fill), "dataset": ds, "base": c["name"]}
             if "{" in str(c.get("preset")) and not _has_preset(cell.get("preset")):
                 continue  # e.g. the 60,000-record recipe on mnist10k
             out.append(cell)
@@ -281,14 +283,15 @@ def pooled_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     return row
 
 
-def _verdicts(spec, row: Dict[str, Any], res: CellResult, extra: Sequence[str]) -> None:
+def _verdicts(spec, row: Dict[str, Any], results: Sequence[CellResult], extra: Sequence[str]) -> None:
     from dpgen.utils.paper import verdict
 
     scale = spec["scale"]
     shortened = ", ".join([f"SCALE={scale}"] * (scale != "paper") + list(extra))
     for k in (spec.get("paper") or {}).get("verdicts") or []:
         ours = row.get(k) if isinstance(row.get(k), (int, float)) else None
-        n = sum(len(metric_values(m, k)) for m in res.runs)
+        # the values behind ours: generations and runs, else the runs (one number per run)
+        n = max((sum(len(metric_values(m, k)) for m in r.runs) or len(r.runs) for r in results), default=0)
         paper = row.get(f"{k}_paper")
         row[f"{k}_verdict"] = verdict(ours, paper if isinstance(paper, float) else None, row.get(f"{k}_std"),
                                       runs=n, shortened=shortened)
@@ -353,7 +356,7 @@ def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, 
     pairs = cells_of(spec, rows, extra)
     results = run_cells([cell for _, cell in pairs], common=spec["common"], data_root=data_root, reuse=reuse,
                         collect_only=collect_only, **kw)
-    out = []
+    made = []
     for (c, cell), res in zip(pairs, results):
         row = {spec.get("name_column") or "cell": c["name"],
                **({"dataset": c["dataset"]} if "dataset" in c else {}), **(c.get("row") or {}),
@@ -362,10 +365,36 @@ def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, 
             row["epsilon"] = _budget(cell, data_root, spec["common"])
         row.update(status=res.status, wall_s=round(res.wall_s, 1))
         row.update(extract(res, c))  # an extraction may say more than the runner's status (fid_row)
-        _verdicts(spec, row, res, extra)
-        out.append(row)
+        made.append((c.get("group"), row, [res]))
         print(f"[dpgen] {c['name']}{' ' + c['dataset'] if 'dataset' in c else ''}: {res.status}", flush=True)
+    out = []
+    for _, row, group_results in _merge_groups(made):
+        _verdicts(spec, row, group_results, extra)
+        out.append(row)
     _write(spec, out, extra)
+    for hook in spec.get("figures") or []:  # a table's own pictures: fn(spec, rows, cells, results)
+        import_object(hook, "figures")(spec, out, pairs, results)
+    return out
+
+
+def _merge_groups(made):
+    """Cells of one ``group`` (e.g. a dataset's non-private and private runs) make one row: the first cell's row
+    with what the later ones add, the first status that is not ok, the wall times summed."""
+    out: List[list] = []
+    index: Dict[Any, int] = {}
+    for key, row, results in made:
+        if key is None or key not in index:
+            if key is not None:
+                index[key] = len(out)
+            out.append([key, dict(row), list(results)])
+            continue
+        entry = out[index[key]]
+        first = entry[1]
+        first.update({k: v for k, v in row.items() if v is not None and k not in ("status", "wall_s")})
+        first["wall_s"] = round(float(first.get("wall_s") or 0) + float(row.get("wall_s") or 0), 1)
+        if first.get("status") == "ok":
+            first["status"] = row.get("status")
+        entry[2].extend(results)
     return out
 
 

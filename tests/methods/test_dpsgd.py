@@ -287,17 +287,18 @@ def test_run_with_batch_of_one_and_pairwise_accountants_is_refused(fake_data_roo
 def test_table_smoke_writes_csv_and_figure(outputs_tmp, fake_data_root, monkeypatch):
     import csv
 
-    from dpgen.tables import wdp_dl
-    from dpgen.tables.wdp_dl import COLUMNS, main
+    from dpgen.tables import declared
 
-    smoke = dict(wdp_dl.SCALES["smoke"])  # the fake files hold 1,000 records: the size the guarantee declares
-    monkeypatch.setitem(wdp_dl.SCALES, "smoke", {**smoke, "overrides": [*smoke["overrides"], "dataset.n_train=1000"]})
-    rows = main(["--scale", "smoke", "--datasets", "mnist", "--data-root", str(fake_data_root)])
+    # the fake files hold 1,000 records: the size the guarantee declares
+    rows = declared.run_table("wdp_table2", "smoke", str(fake_data_root), datasets=["mnist"],
+                              extra=["dataset.n_train=1000"])
+    COLUMNS = declared.load_table("wdp_table2", "smoke")["columns"]
     assert rows[0]["status"] == "ok"
-    with open(outputs_tmp / "tables" / "wdp_table2.csv") as f:
+    with open(outputs_tmp / "tables" / "wdp_table2_dataset.n_train_1000.csv") as f:
         got = list(csv.DictReader(f))
     assert list(got[0]) == COLUMNS and got[0]["dataset"] == "mnist"
     assert float(got[0]["eps_DP"]) <= 2.2 * (1 + 1e-6) and got[0]["eps_DP_paper"] == "2.2"
+    assert "1 run" in got[0]["private_acc_verdict"] and len(got) == 1  # two runs, one row
     for k in ("DP", "BDP", "WDP"):  # attack probability of our own epsilon
         assert float(got[0][f"attack_{k}"]) == pytest.approx(attack_probability(float(got[0][f"eps_{k}"])), abs=1e-4)
     assert (outputs_tmp / "figures" / "wdp_table2_epsilons.png").stat().st_size > 1000

@@ -81,7 +81,7 @@ def test_a_paper_tables_cells_carry_the_papers_numbers_and_verdicts():
     row = {"mlp": 80.0, "mlp_std": 0.5, "mlp_paper": 80.8, "logreg": 70.0, "logreg_paper": None, "cnn_paper": 79.9}
     from dpgen.tables.grid import CellResult
 
-    declared._verdicts(spec, row, CellResult(None, runs=[{"mlp_values": [79.5, 80.5]}]), ["trainer.steps=9"])
+    declared._verdicts(spec, row, [CellResult(None, runs=[{"mlp_values": [79.5, 80.5]}])], ["trainer.steps=9"])
     assert row["mlp_verdict"].startswith("reproduced (-0.8, within 1.0)")
     assert "trainer.steps=9" in row["mlp_verdict"] and row["logreg_verdict"] == "no paper number"
     assert row["cnn_verdict"] == "not run"
