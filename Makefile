@@ -65,8 +65,8 @@ help:
 	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=, LDP_DATASET=mnist10k|mnist, ARGS=\"--only gaussian_* | --collect-only\")"
 	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (SCALE=smoke|cpu|paper, LDP_DATASET=mnist10k|mnist: the full MNIST, ARGS=\"--only s0.05_* | --collect-only\") -> outputs/tables/ldp_convergence[_mnist].csv"
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
-	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--problems um --collect-only\")"
-	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--figure-method dpswd_frame\" for dpgen's frame bound)"
+	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--datasets um --rows dpswd swd --collect-only\")"
+	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, DA_FIGURE=dpswd_fig3_da_epsilon_dpswd_frame for dpgen's frame bound)"
 	@echo "table-dpsinkhorn-mnist    DP-Sinkhorn Table 1 -> outputs/tables/dpsinkhorn_table1.csv (SCALE=, DATASETS=, DATA_ROOT=, ARGS=\"--rows DP_Sinkhorn --generations 1\")"
 	@echo "table-dpsinkhorn-celeba   DP-Sinkhorn Tables 2-3 (CelebA 32x32) -> outputs/tables/dpsinkhorn_table2_3.csv"
 	@echo "table-dpsinkhorn-ablation DP-Sinkhorn Tables 4-5 (optimizer/lr, batch/noise) -> outputs/tables/dpsinkhorn_table4_5.csv"
@@ -149,7 +149,7 @@ tables:
 	$(PYTHON) scripts/tables.py
 
 # any table by name: a declared one (conf/table/<NAME>.yaml: dpgen table NAME --scale SCALE) or a driver module
-# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=dpswd_da ARGS="--scale smoke"
+# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=ldp_mnist ARGS="--scale smoke"
 table:
 	@test -n "$(NAME)" || { echo "make table NAME=<name> [ARGS=...]; declared (conf/table/):"; ls conf/table | sed 's/\.yaml$$//'; \
 	  echo "driver modules (dpgen/tables/):"; ls dpgen/tables | grep '\.py$$' | grep -v '^_\|_common\|declared\|grid' | sed 's/\.py$$//'; exit 2; }
@@ -164,10 +164,12 @@ fig-dpswd-celeba:
 	$(DPGEN_TABLE) dpswd_celeba_fid --scale $(if $(filter paper,$(SCALE)),paper,smoke) $(DATA_ROOT_ARG) $(ARGS)
 
 table-dpswd-da:
-	$(PYTHON) -m dpgen.tables.dpswd_da --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) dpswd_table1_domain_adaptation --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
+# DA_FIGURE=dpswd_fig3_da_epsilon (the paper's Bernstein bound) | dpswd_fig3_da_epsilon_dpswd_frame (dpgen's frame bound)
+DA_FIGURE ?= dpswd_fig3_da_epsilon
 fig-dpswd-eps:
-	$(PYTHON) -m dpgen.tables.dpswd_da --figure --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) $(DA_FIGURE) --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-toy:
 	$(PYTHON) -m dpgen.tables.dpswd_toy --scale $(if $(filter paper,$(SCALE)),paper,smoke)

@@ -88,7 +88,8 @@ def load_table(name: str, scale: str) -> Dict[str, Any]:
     return {**spec, "table": spec.get("table") or path.stem, "scale": scale, "path": path,
             "common": list(spec.get("common") or []), "scale_overrides": list(extra.get("overrides") or []),
             "seeds": list(seeds), "datasets": list(extra.get("datasets") or spec.get("datasets") or []),
-            "generations": extra.get("generations") or spec.get("generations")}
+            "generations": extra.get("generations") or spec.get("generations"),
+            "rows": list(extra.get("rows") or []), "dataset_overrides": dict(extra.get("dataset_overrides") or {})}
 
 
 def _fill(value, fill: Dict[str, str]):
@@ -113,8 +114,8 @@ def expand_cells(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
     aliases = spec.get("aliases") or {}
     fills = spec.get("fills") or {}  # more per-dataset names for the templates, e.g. the paper's row name
     out = []
-    for c in spec["cells"]:
-        for ds in spec["datasets"]:
+    for ds in spec["datasets"]:  # dataset-major: a paper table's rows run dataset by dataset
+        for c in spec["cells"]:
             fill = {"dataset": ds, "alias": aliases.get(ds, ds), **{k: (m or {}).get(ds, ds) for k, m in fills.items()}}
             cell = {**_fill(c, fill), "dataset": ds, "base": c["name"]}
             if "{" in str(c.get("preset")) and not _has_preset(cell.get("preset")):
@@ -124,11 +125,13 @@ def expand_cells(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def select_cells(cells: List[Dict[str, Any]], rows: Optional[Sequence[str]], table: str) -> List[Dict[str, Any]]:
-    """The cells named in ``rows`` (by name or folder-safe name, ``slug``), all when ``rows`` is empty."""
+    """The cells named in ``rows`` (by name, folder-safe name ``slug`` or the cell's ``key``); when ``rows`` is
+    empty, every cell but the ``optional`` ones."""
     if not rows:
-        return cells
+        return [c for c in cells if not c.get("optional")]
     names = list(dict.fromkeys(c["base"] for c in cells))
     by_slug = {slug(n): n for n in names}
+    by_slug.update({str(c["key"]): c["base"] for c in cells if c.get("key")})
     wanted = []
     for r in rows:
         if r not in names and r not in by_slug:
@@ -158,13 +161,14 @@ def cells_of(spec: Dict[str, Any], rows: Optional[Sequence[str]] = None,
              extra: Sequence[str] = ()) -> "List[tuple[Dict[str, Any], Cell]]":
     """Each selected cell's YAML with its :class:`Cell` (preset, overrides, seeds, run folder)."""
     tag = "_".join([spec["scale"], *extra])
+    by_dataset = spec.get("dataset_overrides") or {}  # a scale's overrides for some datasets only
     out = []
-    for c in select_cells(expand_cells(spec), rows, spec["table"]):
+    for c in select_cells(expand_cells(spec), rows or spec.get("rows"), spec["table"]):
         folder = (spec.get("run_folder") or "{table}/{tag}/{cell}").format(
             table=spec.get("folder") or spec["table"], scale=spec["scale"], tag=slug(tag),
             dataset=c.get("dataset", ""), cell=c.get("folder") or slug(c["name"]))
-        ov = [*applicable(c.get("preset"), spec["scale_overrides"]), *(c.get("overrides") or []),
-              *applicable(c.get("preset"), extra)]
+        ov = [*applicable(c.get("preset"), [*spec["scale_overrides"], *(by_dataset.get(c.get("dataset")) or [])]),
+              *(c.get("overrides") or []), *applicable(c.get("preset"), extra)]
         out.append((c, Cell(c["name"], c.get("preset"), folder, ov, spec["seeds"],
                             seed_folders=spec.get("seed_folders", True), set_seed=spec.get("set_seed", True))))
     return out
@@ -203,7 +207,8 @@ def paper_cells(spec: Dict[str, Any], cell: Dict[str, Any]) -> Dict[str, Any]:
     match = cell.get("paper") or {}
     found = next((r for r in read_paper_table(p["table"]) if match and all(_same(r.get(k), v)
                                                                              for k, v in match.items())), {})
-    return {f"{k}_paper": _number(found.get(col.format(prefix=prefix))) for k, col in (p.get("columns") or {}).items()}
+    fields = _Blank({k: v for k, v in cell.items() if isinstance(v, str)}, prefix=prefix)
+    return {f"{k}_paper": _number(found.get(col.format_map(fields))) for k, col in (p.get("columns") or {}).items()}
 
 
 def _budget(cell: Cell, data_root: Optional[str], common: Sequence[str]):
@@ -294,7 +299,7 @@ def _verdicts(spec, row: Dict[str, Any], results: Sequence[CellResult], extra: S
         n = max((sum(len(metric_values(m, k)) for m in r.runs) or len(r.runs) for r in results), default=0)
         paper = row.get(f"{k}_paper")
         row[f"{k}_verdict"] = verdict(ours, paper if isinstance(paper, float) else None, row.get(f"{k}_std"),
-                                      runs=n, shortened=shortened)
+                                      row.get(f"{k}_std_paper"), runs=n, shortened=shortened)
 
 
 def _figure(spec, rows: List[Dict[str, Any]], name: str) -> None:
@@ -416,12 +421,17 @@ def _write(spec, rows: List[Dict[str, Any]], extra: Sequence[str]) -> None:
     ov = [*spec["common"], *spec["scale_overrides"], *extra]
     notes = [f"scale={spec['scale']}: {ov or 'the presets unchanged'} on every run (a cell's own overrides win); "
              f"seeds {spec['seeds']}; table {_shown(spec['path'])}", *(spec.get("notes") or [])]
+    if spec.get("notes_file"):  # notes kept as Markdown beside the drivers (dpgen/tables/notes/<name>.md)
+        from dpgen.tables import table_notes
+
+        notes += table_notes(spec["notes_file"])
     if any(k in spec["columns"] for k in ("fid", "class_mean", "spread_ratio")) and spec.get("fidelity_note", True):
         notes.append(FIDELITY_NOTE)
     if (spec.get("paper") or {}).get("verdicts"):
         notes.append(VERDICT_NOTE)
     title = (spec.get("title") or spec["table"]).format(scale=spec["scale"])
-    write_table(name, rows, spec["columns"], title=title, notes=notes)
+    for out in [name, *([f"{name}_{spec['scale']}"] if spec.get("copy_per_scale") else [])]:  # scales kept apart
+        write_table(out, rows, spec["columns"], title=title, notes=notes)
     if spec.get("figure"):
         _figure(spec, rows, name)
 

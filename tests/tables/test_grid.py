@@ -111,9 +111,9 @@ def test_every_training_table_takes_the_same_grid_arguments():
     assert a.reuse is False and a.collect_only and a.runs == 2 and ap.parse_args([]).reuse is True
     with pytest.raises(SystemExit):
         ap.parse_args(["--reuse", "maybe"])
-    from dpgen.tables import declared, dpswd_da
+    from dpgen.tables import declared
 
-    for mod, extra in ((declared, ["dpsinkhorn_table1"]), (dpswd_da, [])):
+    for mod, extra in ((declared, ["dpsinkhorn_table1"]),):
         with pytest.raises(SystemExit) as e:
             mod.main([*extra, "--reuse", "maybe"])
         assert e.value.code == 2, mod.__name__

@@ -347,42 +347,56 @@ def test_dpswd_frame_bound_draws_orthonormal_directions(da_root, tmp_path):
 # ---- make table-dpswd-da -----------------------------------------------------------------------------------------
 
 
-def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp, monkeypatch):
-    from dpgen.tables import dpswd_da as T
+TINY_DA = ["trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8", "dataset.n_train=60"]
 
-    monkeypatch.setitem(T.SCALES, "smoke", {"runs": 1, "digits_overrides": [], "overrides": [
-        "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8", "dataset.n_train=60"]})
-    rows = T.run_table("smoke", ["um"], ["dann", "dpswd", "dpswd_frame"], data_root=str(da_root))
+
+def _da_table(name, **kw):
+    from dpgen.tables import declared
+
+    return declared.run_table(name, "smoke", **kw)
+
+
+def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp):
+    from dpgen.tables import declared
+
+    rows = _da_table("dpswd_table1_domain_adaptation", datasets=["um"], rows=["dann", "dpswd", "dpswd_frame"],
+                     data_root=str(da_root), extra=TINY_DA)
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
     dann, dpswd, frame = rows
-    assert dann["epsilon"] == "inf" and dann["paper_mean"] == 86.2 and 0 <= dann["acc_mean"] <= 100
+    assert dann["epsilon"] == "inf" and dann["acc_paper"] == 86.2 and 0 <= dann["acc"] <= 100
+    assert dann["problem"] == "U-M" and dann["method"] == "DANN"
     assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["sigma"] > 0
     # dpgen's own column: the default mechanism (frame bound), beside the paper's DP-SWD number
-    assert dpswd["bound"] == "bernstein" and frame["bound"] == "frame" and frame["paper_mean"] == 83.4
+    assert dpswd["bound"] == "bernstein" and frame["bound"] == "frame" and frame["acc_paper"] == 83.4
     assert 0 < frame["epsilon_spent"] <= 10 and frame["sigma"] < dpswd["sigma"]
-    assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "metrics.json").exists()
+    run = declared.run_dir("dpswd_table1_domain_adaptation", "smoke", "dpswd", "um", 0, TINY_DA)
+    assert run.parts[-4:] == ("da_um", "dpswd", "seed0") or run.parts[-3:] == ("da_um", "dpswd", "seed0")
     # a table's run folder says what ran, like python run.py's (the one loop writes it)
-    assert (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed0" / "config.yaml").exists()
+    assert (run / "metrics.json").exists() and (run / "config.yaml").exists()
     # --collect-only: seed 1 never ran; seed 0 is counted, seed 1 named as missing, nothing is trained
-    (row,) = T.run_table("smoke", ["um"], ["dpswd"], data_root=str(da_root), seeds=[1, 0], collect_only=True)
-    assert row["runs"] == 1 and row["acc_mean"] == dpswd["acc_mean"]
+    (row,) = _da_table("dpswd_table1_domain_adaptation", datasets=["um"], rows=["dpswd"], data_root=str(da_root),
+                       extra=TINY_DA, seeds=[1, 0], collect_only=True)
+    assert row["runs"] == 1 and row["acc"] == dpswd["acc"]
     assert row["status"].startswith("partial: 1 of 2") and "seeds 1 not run" in row["status"]
-    assert not (outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um" / "dpswd" / "seed1" / "metrics.json").exists()
+    assert not (run.parent / "seed1" / "metrics.json").exists()
+    # Algorithm 2 as published runs only when asked for
+    names = [c["name"] for c, _ in declared.cells_of(declared.load_table("dpswd_table1_domain_adaptation", "smoke"))]
+    assert "DP-SWD (Alg. 2 as published)" not in names and len(names) == 5 * 9
 
 
-def test_da_figure_for_the_frame_bound_writes_its_own_files(da_root, outputs_tmp, monkeypatch):
-    from dpgen.tables import dpswd_da as T
+def test_da_figure_for_the_frame_bound_writes_its_own_files(da_root, outputs_tmp):
+    from dpgen.tables import declared
 
-    monkeypatch.setitem(T.SCALES, "smoke", {"runs": 1, "digits_overrides": [], "overrides": [
-        "trainer.epochs=null", "trainer.steps=2", "trainer.batch_size=8", "dataset.n_train=60"]})
-    rows = T.main(["--figure", "--figure-method", "dpswd_frame", "--scale", "smoke", "--problems", "um",
-                   "--epsilons", "3,10", "--data-root", str(da_root)])
+    rows = _da_table("dpswd_fig3_da_epsilon_dpswd_frame", datasets=["um"], data_root=str(da_root), extra=TINY_DA)
     assert [r["status"] for r in rows] == ["ok", "ok"] and rows[0]["sigma"] > rows[1]["sigma"]
-    runs = outputs_tmp / "runs" / "dpswd_da" / "smoke" / "da_um"
-    assert (runs / "dpswd_frame_eps3" / "seed0" / "metrics.json").exists()
-    assert (runs / "dpswd_frame" / "seed0" / "metrics.json").exists()  # epsilon 10: Table 1's run
-    assert not (runs / "dpswd").exists()  # the Bernstein figure's runs are not touched
-    assert (outputs_tmp / "tables" / "dpswd_fig3_da_epsilon_dpswd_frame.csv").exists()
+    eps3 = declared.run_dir("dpswd_fig3_da_epsilon_dpswd_frame", "smoke", "epsilon 3", "um", 0, TINY_DA)
+    eps10 = declared.run_dir("dpswd_fig3_da_epsilon_dpswd_frame", "smoke", "epsilon 10", "um", 0, TINY_DA)
+    assert eps3.parent.name == "dpswd_frame_eps3" and (eps3 / "metrics.json").exists()
+    # epsilon 10: Table 1's run, the same folder
+    assert eps10 == declared.run_dir("dpswd_table1_domain_adaptation", "smoke", "dpswd_frame", "um", 0, TINY_DA)
+    assert not (eps3.parent.parent / "dpswd").exists()  # the Bernstein figure's runs are not touched
+    name = "dpswd_fig3_da_epsilon_dpswd_frame_" + declared.slug("_".join(TINY_DA))
+    assert (outputs_tmp / "tables" / f"{name}.csv").exists()
     assert (outputs_tmp / "figures" / "dpswd_fig3_da_epsilon_dpswd_frame.png").exists()
 
 
