@@ -52,7 +52,7 @@ def hydra_main(cfg: DictConfig):
     from dpgen.tasks import TASKS
     from dpgen.utils.run_dir import RunDirBusy, RunLog, claim_run_dir, discard_if_empty
 
-    from dpgen.cli import release_stderr
+    from dpgen.utils.held_stderr import release_stderr
 
     release_stderr()  # the config is composed: what Hydra and the run print goes out as it comes
     folder = Path(HydraConfig.get().runtime.output_dir)

@@ -70,47 +70,6 @@ def print_help() -> None:
           "`dpgen <overrides> --cfg job` prints them all")
 
 
-class _HeldStderr:
-    """stderr held back while Hydra composes the config: a refused override's Hydra message is replaced by dpgen's
-    (the closest key or choice), everything else is passed on once the run starts or Hydra returns."""
-
-    def __init__(self, real) -> None:
-        self.real, self.held, self.open = real, [], True
-
-    def write(self, text: str) -> int:
-        if self.open:
-            self.held.append(text)
-        else:
-            self.real.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.open:
-            self.real.flush()
-
-    def release(self, keep: bool = True) -> None:
-        if self.open:
-            self.open = False
-            if keep:
-                self.real.write("".join(self.held))
-            self.held = []
-        if sys.stderr is self:
-            sys.stderr = self.real
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
-#: the held stderr of this process's run (one at most), released when Hydra hands over to the task
-_HELD: list = []
-
-
-def release_stderr() -> None:
-    """Pass on what Hydra printed while composing, and everything after it (``dpgen.app.hydra_main`` calls it)."""
-    while _HELD:
-        _HELD.pop().release()
-
-
 def refuse_resume_without_run(args) -> None:
     """``resume=true`` continues a run: without its folder (``hydra.run.dir=``), or in a folder with neither a
     checkpoint nor a ledger file, it is refused BEFORE Hydra writes ``.hydra/`` and ``run.log`` into a folder
@@ -162,16 +121,14 @@ def _run_hydra(args) -> None:
     if folder is not None:
         path = Path(folder).resolve()
         app.BEFORE[path] = set(os.listdir(path)) if path.is_dir() else None
-    held = _HeldStderr(sys.stderr)
-    if "-m" not in args and "--multirun" not in args:  # a sweep's launcher prints as it goes
-        sys.stderr = held
-        _HELD[:] = [held]
-    else:
-        held.release()
+    from dpgen.utils.held_stderr import hold_stderr, release_stderr
+
+    # a sweep's launcher prints as it goes; a single run's stderr is held while Hydra composes
+    held = hold_stderr(keep_going="-m" in args or "--multirun" in args)
     try:
         app.hydra_main()
     except SystemExit as e:
-        if e.code == 1 and held.open:  # Hydra refused an override: name the closest key or choice instead
+        if e.code == 1 and held is not None and held.open:  # Hydra refused an override: say the closest instead
             from dpgen.config import CONFIG_DIR, compose_raw
             from dpgen.utils.suggest import override_hint
 
@@ -182,8 +139,7 @@ def _run_hydra(args) -> None:
                 sys.exit(2)
         raise
     finally:
-        held.release()
-        _HELD[:] = []
+        release_stderr()
 
 
 if __name__ == "__main__":
