@@ -288,13 +288,20 @@ class EvaluateTaskConfig(TaskConfig):
 
     name: str = "evaluate"
     #: the released set: an .npz with x (samples) and y (labels), e.g. <run>/release/synthetic.npz
-    synthetic: str = MISSING
+    synthetic: Optional[str] = None
+    #: or a finished generation run: ``generations`` synthetic sets of its generator, evaluated by its own protocol
+    run: Optional[str] = None
+    generations: int = 1
     eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
     eval_max_epochs: int = 30
     #: LogReg's fit, as ``task=generation``'s
     logreg_solver: str = "fused"
 
     def __post_init__(self) -> None:
+        if (self.synthetic is None) == (self.run is None):
+            raise ConfigError("task=evaluate evaluates a released set (task.synthetic=<file.npz>) or a finished "
+                              "generation run's generator (task.run=<folder> task.generations=<G>): give one of the two")
+        check_positive_int(self.generations, "task.generations")
         for m in self.eval_models:
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
         _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)

@@ -125,3 +125,24 @@ def test_a_release_samples_on_the_device_the_run_evaluated_on(run_cli, tmp_path,
     sheet = release.release(run, out=tmp_path / "cpu")
     assert sheet["device"] == "cpu" and not sheet["is_the_training_time_evaluation_set"]
     assert "no (another n, seed or device)" in (tmp_path / "cpu" / "DATASHEET.md").read_text()
+
+
+def test_evaluate_draws_more_generations_of_a_finished_run(run_cli):
+    """task=evaluate task.run=<run> task.generations=G: G synthetic sets of the run's generator by its own protocol
+    (the papers' "5 runs of generation"; the tables' generation runs use the same code): generation 0 is the run's
+    own evaluation again, the privacy is the weights' (nothing charged)."""
+    code, out = run_cli("method=dpsinkhorn", *QUICK)
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+    trained = json.loads((run / "metrics.json").read_text())
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.generations=2")
+    assert code == 0, out[-2000:]
+    ev = json.loads((_files_line(out) / "metrics.json").read_text())
+    assert ev["generations"] == 2 and len(ev["per_generation"]) == 2
+    first, second = ev["per_generation"]
+    assert first["logreg"] == pytest.approx(trained["downstream"]["logreg"]["test_acc"], abs=1e-9)
+    assert first != second  # another synthetic set
+    assert ev["summary"]["logreg"]["mean"] == pytest.approx((first["logreg"] + second["logreg"]) / 2, abs=1e-3)
+    assert ev["privacy"]["epsilon_spent"] == trained["privacy"]["epsilon_spent"]
+    code, out = run_cli("task=evaluate")
+    assert code == 2 and "give one of the two" in out

@@ -274,38 +274,21 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
     with ``reuse`` a later call reads them instead of evaluating that generation again: an evaluation interrupted
     at generation 3 of 5 resumes at generation 3, and asking for more generations evaluates only the new ones. A
     run that finished without this (its ``metrics.json``: the run's own evaluation) gives generation 1 as it is."""
-    import dataclasses
-
-    from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator
+    from dpgen.tasks.evaluate import RunGenerations
     from dpgen.utils.io import atomic_write_text
-    from dpgen.utils.threads import ThreadShare
 
     run_dir = Path(run_dir)
     gens = _Generations(run_dir, _config_key(cfg), reuse, generations)
     m, first = _first_generation(cfg, run_dir, gens, time.time())
     if first == 1:
         gens.collect(m)
-    gen = None
+    sets = RunGenerations(cfg, run_dir)  # task=evaluate's: generation g of the run's evaluated weights
     for g in range(first, generations):  # more synthetic sets from the same generator
         extra = gens.saved(g) if g > 0 else None
         if extra is None:
-            if gen is None:
-                from dpgen.release import load_generator
-                from dpgen.utils.device import resolve_device
-
-                # the evaluated model (the EMA when the run kept one), from the run's files as a release reads it
-                device = resolve_device(cfg.trainer.device)
-                _, _, gen, shape, _, _ = load_generator(run_dir, str(device))
-                n = int(m.get("n_private") or cfg.dataset.n_train)
             print(f"[dpgen] generation {g + 1} of {generations}: sampling and evaluating", flush=True)
             t_g = time.time()
-            c = dataclasses.replace(cfg, seed=cfg.seed + 1000 * g)
-            # this process's share of the cores, as during training (run_config's ThreadShare has ended): without
-            # it two table drivers side by side evaluate with torch's default threads each and oversubscribe
-            with ThreadShare(cfg.trainer.threads):
-                extra = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
-                if fid_enabled(cfg):
-                    extra.update(fid_of_generator(c, gen, shape, device))
+            extra = sets.evaluate(g)
             if g == 0:  # the run's own facts (privacy, steps) with its generation 1 evaluated again
                 extra = {**m, **extra}
             gens.save(g, extra, t_g)

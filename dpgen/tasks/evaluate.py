@@ -1,6 +1,14 @@
-"""``task=evaluate``: the papers' downstream protocol on a released synthetic set.
+"""``task=evaluate``: the papers' downstream protocol on a released synthetic set, or on G synthetic sets of a
+finished run's generator (the papers' "5 runs of generation").
 
     python run.py task=evaluate task.synthetic=<run>/release/synthetic.npz dataset=mnist seed=0
+    python run.py task=evaluate task.run=<finished generation run> task.generations=5
+
+With ``task.run``, generation g is a synthetic set drawn from the run's evaluated weights (its checkpoint, read as
+``dpgen sample`` reads it: post-processing, nothing charged) with seed ``seed + 1000 g``, evaluated by the run's own
+protocol (its ``task.*``: classifiers, synthetic count, FID): generation 0 is the run's own evaluation again. The
+metrics hold each generation's numbers, their mean and std, and the run's privacy. The tables' generation runs
+(``dpgen.tables.grid.evaluate_run``) evaluate their generations through :class:`RunGenerations`.
 
 LogReg / MLP / CNN (``task.eval_models``) are trained on the synthetic set (``x``, ``y`` of the ``.npz``
 that ``dpgen sample`` writes, or any set in that format) and tested on the real test split of
@@ -69,6 +77,107 @@ def released_privacy(path) -> Dict[str, Any]:
     return {"known": True, "datasheet": str(sheet_path), **{k: sheet.get(k) for k in keys}}
 
 
+class RunGenerations:
+    """The synthetic sets of one finished run's generator: ``evaluate(g)`` draws generation g (seed + 1000 g) and
+    evaluates it with ``cfg``'s protocol, in this process's share of the cores; the generator is loaded once, on the
+    first call, from the run's files as a release reads them."""
+
+    def __init__(self, cfg, run_dir) -> None:
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self._loaded = None
+
+    def _generator(self):
+        if self._loaded is None:
+            from dpgen.release import load_generator
+            from dpgen.utils.device import resolve_device
+
+            device = resolve_device(self.cfg.trainer.device)
+            _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device))
+            self._loaded = (gen, shape, device, int(m.get("n_private") or self.cfg.dataset.n_train), m, privacy)
+        return self._loaded
+
+    @property
+    def run_metrics(self) -> Dict[str, Any]:
+        return self._generator()[4]
+
+    @property
+    def privacy(self) -> Dict[str, Any]:
+        return self._generator()[5]
+
+    def evaluate(self, g: int) -> Dict[str, Any]:
+        import dataclasses
+
+        from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator
+        from dpgen.utils.threads import ThreadShare
+
+        gen, shape, device, n, _, _ = self._generator()
+        c = dataclasses.replace(self.cfg, seed=self.cfg.seed + 1000 * g)
+        # this process's share of the cores, as during training: without it two table drivers side by side
+        # evaluate with torch's default threads each and oversubscribe
+        with ThreadShare(self.cfg.trainer.threads):
+            out = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
+            if fid_enabled(self.cfg):
+                out.update(fid_of_generator(c, gen, shape, device))
+        return out
+
+
+def _run_config(run: Path):
+    """The finished run's own validated config (its ``config.yaml``): its dataset, seed and evaluation protocol."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import compose_raw, validate
+
+    f = Path(run) / "config.yaml"
+    if not f.exists():
+        raise FileNotFoundError(f"task.run={run}: {f} is missing: give the folder of a finished generation run")
+    saved = OmegaConf.load(f)
+    # the schemas its method, dataset and task choose, with the run's own values on top
+    base = compose_raw([f"method={saved.method.name}", f"dataset={saved.dataset.name}", f"task={saved.task.name}"])
+    return validate(OmegaConf.merge(base, saved))
+
+
+def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
+    """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
+    own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
+    import statistics
+
+    from dpgen.utils.io import write_json
+    from dpgen.utils.run_dir import start_run_dir
+
+    t0 = time.time()
+    run = Path(cfg.task.run)
+    rcfg = _run_config(run)
+    gens = RunGenerations(rcfg, run)
+    out = start_run_dir(cfg, output_dir, "evaluate")
+    per_gen = []
+    for g in range(int(cfg.task.generations)):
+        print(f"[dpgen] generation {g + 1} of {cfg.task.generations}: sampling and evaluating", flush=True)
+        m = gens.evaluate(g)
+        ds = m["downstream"]
+        per_gen.append({**{k: ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn", "class_mean")
+                           if isinstance(ds.get(k), dict)},
+                        **({"spread_ratio": ds["spread_ratio"]} if "spread_ratio" in ds else {}),
+                        **{k: m[k] for k in ("fid", "precision", "recall", "density", "coverage")
+                           if isinstance(m.get(k), (int, float))}})
+    keys = list(dict.fromkeys(k for r in per_gen for k in r))
+    summary = {k: {"mean": round(statistics.mean([r[k] for r in per_gen]), 4),
+                   "std": round(statistics.stdev([r[k] for r in per_gen]), 4) if len(per_gen) > 1 else 0.0}
+               for k in keys}
+    metrics = {"task": "evaluate", "run": str(run), "dataset": rcfg.dataset.name, "seed": rcfg.seed,
+               "generations": len(per_gen), "per_generation": per_gen, "summary": summary,
+               "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2)}
+    write_json(out / "metrics.json", metrics)
+    print(f"\nevaluate {run}: {len(per_gen)} synthetic sets of its generator (seed {rcfg.seed} + 1000 g), the run's "
+          "own protocol; post-processing of its released weights, nothing charged:")
+    for k, v in summary.items():
+        print(f"  {k}: {v['mean']:.4g} +- {v['std']:.3g}")
+    p = gens.privacy
+    if p.get("private"):
+        print(f"  the weights' privacy: epsilon {float(p['epsilon_spent']):.4f} at delta {p.get('delta')}")
+    print(f"  files: {out / 'metrics.json'}")
+    return metrics
+
+
 @TASKS.register("evaluate")
 def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.data import as_tensors, load_split
@@ -78,6 +187,8 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.utils.run_dir import start_run_dir
     from dpgen.utils.threads import ThreadShare
 
+    if cfg.task.run:
+        return evaluate_generations(cfg, output_dir)
     t0 = time.time()
     task = cfg.task
     x, y = load_synthetic(task.synthetic)
@@ -124,4 +235,4 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     return metrics
 
 
-__all__ = ["load_synthetic", "run_evaluate"]
+__all__ = ["RunGenerations", "evaluate_generations", "load_synthetic", "run_evaluate"]
