@@ -230,6 +230,8 @@ class AccountingTaskConfig(TaskConfig):
     fid: Any = None
     fid_samples: Optional[int] = None
     synthetic: Optional[str] = None
+    run: Optional[str] = None
+    generations: Optional[int] = None
     model: Optional[str] = None
     norm: Optional[str] = None
     eval_batch_size: Optional[int] = None
