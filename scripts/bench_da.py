@@ -108,12 +108,15 @@ def da_steps_per_second(name: str, steps: int, device="cpu", extra=()) -> float:
 
 
 def bench_steps(steps: int):
-    from dpgen.tables.dpswd_da import VARIANTS
+    from dpgen.tables.declared import load_table
 
+    # the Table 1 settings (DP-SWD: the Bernstein bound), as conf/table/dpswd_table1_domain_adaptation.yaml has them
+    cells = {c.get("key"): c for c in load_table("dpswd_table1_domain_adaptation", "paper")["cells"]}
     print(f"Domain-adaptation training steps (U-M preset networks, B = {B}, random 28 x 28 images):")
     for name in ("dann", "swd", "dpswd", "dpdann"):
-        base, extra = VARIANTS.get(name, (name, []))  # the Table 1 settings (DP-SWD: Bernstein bound)
-        rate = da_steps_per_second(base, steps, extra=extra)
+        ov = list(cells[name].get("overrides") or [])
+        base = next(o.split("=", 1)[1] for o in ov if o.startswith("method="))
+        rate = da_steps_per_second(base, steps, extra=[o for o in ov if not o.startswith("method=")])
         print(f"  {name:7s} {rate:6.2f} steps/s  (7,900 steps: {7900 / rate / 60:5.1f} min)")
 
 
