@@ -31,7 +31,14 @@ A paper table uses more keys (``conf/table/dpsinkhorn_table1.yaml`` has them all
   columns (:func:`dpgen.utils.paper.verdict`); a cell's ``row:`` adds fixed columns (its setting);
 * ``run_folder`` (``{table}/{tag}/{cell}`` by default: ``tag`` is the scale and any ``--set``), ``seed_folders``,
   ``set_seed``, ``name_column`` (the column holding the cell's name, default ``cell``), ``figure: {metrics,
-  label}`` (ours beside the paper's, ``outputs/figures/<table>.png``).
+  label}`` (ours beside the paper's, ``outputs/figures/<table>.png``), ``figures: [module.function]`` (a table's
+  own pictures, ``fn(spec, rows, cells, results)``);
+* ``fills: {name: {dataset: value}}`` (more per-dataset names for the templates, e.g. the paper's row name), a
+  cell's ``group`` (cells of one group make one row: WDP Table 2's non-private and private runs), ``key`` (a short
+  name for ``--rows``) and ``optional: true`` (run only when ``--rows`` names it);
+* per scale: ``runs`` or ``seeds``, ``datasets``, ``generations``, ``rows`` (the cells that scale runs) and
+  ``dataset_overrides: {dataset: [overrides]}``; ``copy_per_scale`` also writes ``<table>_<scale>``;
+  ``notes_file`` adds ``dpgen/tables/notes/<name>.md``.
 
 The scale's ``method.<key>`` overrides (and ``--set``'s) reach a cell only when its method has that key.
 """
