@@ -204,7 +204,7 @@ def load_split(dataset_cfg, split: str = "train") -> Dataset:
     dataset outside dpgen, docs/EXTENDING.md) when given, else :func:`load_dataset`."""
     ds = dataset_cfg
     opts = dict(ds.options or {})
-    if ds.path:  # your own data (dataset=folder / npz): where it is
+    if getattr(ds, "path", None):  # your own data (dataset=folder / npz); a duck-typed node may lack the key
         opts["path"] = ds.path
     if ds.loader:
         from dpgen.utils.objects import import_object
