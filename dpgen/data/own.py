@@ -7,7 +7,9 @@
   ``y`` (integers 0..K-1), and ``x_test`` / ``y_test`` when the file has a test split.
 
 Without a test split, a fixed tenth of the records (``held_out``, drawn with ``seed``) is held out as the test split
-the downstream classifiers are scored on; the rest is the private training set. The image size, channels and class
+the downstream classifiers are scored on; the rest is the private training set. The test split, held out
+or given, is treated as public as the papers' test splits are: the accuracies measured on it leave the run and
+epsilon does not cover its records. The image size, channels and class
 count come from the data's public shape (the first image's size and mode, the class folders; for an npz, the arrays'
 shapes and ``dataset.num_classes`` or the largest label + 1); ``size=S`` resizes every image to S x S. The training
 record count sets q = B / n: ``dataset.n_train`` declares it, or 0 counts it once (the report says it is treated as
