@@ -62,6 +62,8 @@ class DatasetConfig:
     loader: Optional[str] = None
     #: your own data: the folder of class sub-folders (dataset=folder) or the .npz file (dataset=npz)
     path: Optional[str] = None
+    #: set by dpgen when dataset.n_train=0 made it count the records at ``path`` (the report says so)
+    n_train_counted: bool = False
 
     def __post_init__(self) -> None:
         self.fill_facts()
@@ -117,6 +119,7 @@ class DatasetConfig:
             import sys
 
             self.n_train = int(spec.count_fn(dict(options or {})))
+            self.n_train_counted = True
             print(f"[dpgen] dataset={name}: dataset.n_train=0, so the training records at {self.path} were counted: "
                   f"{self.n_train:,}, treated as public (it sets q = B / n; the report says so). Declare "
                   f"dataset.n_train=<n> to fix it instead.", file=sys.stderr)

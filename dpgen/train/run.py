@@ -175,6 +175,12 @@ WALL_CLOCK_NOT_COVERED = ("wall-clock timings (train_seconds, loop_seconds, step
                           "batch, so they depend slightly on the private data")
 
 
+#: what a report does not cover when the record count was counted from the data rather than declared
+COUNTED_N_NOT_COVERED = ("the record count n = {n}: counted from dataset.path={path} (dataset.n_train=0), not "
+                         "declared, and published as public; a set with one record more or less counts another n. "
+                         "Declare dataset.n_train=<n> to keep the count out of the data")
+
+
 def add_not_covered(report: Dict[str, Any], extra: str) -> Dict[str, Any]:
     """``report`` with ``extra`` appended to its ``not_covered`` (a list or a string)."""
     nc = report.get("not_covered")
@@ -214,6 +220,8 @@ def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
     report = size_is_public(method.privacy_report(), method, n)
     if report.get("private"):
         report = add_not_covered(report, WALL_CLOCK_NOT_COVERED)
+        if getattr(cfg.dataset, "n_train_counted", False):  # your own data, dataset.n_train=0
+            report = add_not_covered(report, COUNTED_N_NOT_COVERED.format(n=int(n), path=cfg.dataset.path))
     return {**within_budget(selection_not_covered(report, cfg)), "mechanism_randomness": (
         "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
         if cfg.privacy.secret_randomness else
