@@ -330,6 +330,7 @@ class Ledger:
         return f"{name} ({self.accountant_reason}; it {role}), {mechanism}; {beside}"
 
     def report(self) -> Dict[str, Any]:
+        checks = self.cross_check()  # one replay of the history per report (reports are written every checkpoint)
         return {
             "epsilon_budget": self.epsilon_budget,
             "epsilon_spent": self.epsilon(),
@@ -339,8 +340,8 @@ class Ledger:
             "neighbouring_relation": RELATIONS[self.sampling],
             "accountant": self.accountant_text(),
             "ledger_accountant": self.accountant_name,
-            "epsilon_cross_check": self.cross_check(),
-            "cross_check": cross_check_verdict(self.epsilon(), self.cross_check(), self.accountant_name),
+            "epsilon_cross_check": checks,
+            "cross_check": cross_check_verdict(self.epsilon(), checks, self.accountant_name),
             "private_steps": self.private_steps(),
         }
 
