@@ -11,7 +11,8 @@ the downstream classifiers are scored on; the rest is the private training set. 
 or given, is treated as public as the papers' test splits are: the accuracies measured on it leave the run and
 epsilon does not cover its records. The image size, channels and class
 count come from the data's public shape (the first image's size and mode, the class folders; for an npz, the arrays'
-shapes and ``dataset.num_classes`` or the largest label + 1); ``size=S`` resizes every image to S x S. The training
+shapes and ``dataset.num_classes``, else the largest training label + 1, which is then treated as public like a
+counted n); ``size=S`` resizes every image to S x S. The training
 record count sets q = B / n: ``dataset.n_train`` declares it, or 0 counts it once (the report says it is treated as
 public).
 
@@ -236,17 +237,17 @@ def own_classes(kind: str):
 
 
 def own_count(kind: str):
-    """The training record count, counted once (``dataset.n_train=0``): treated as public, the report says so."""
+    """The training record count, counted once (``dataset.n_train=0``): treated as public, the report says so.
+    Counted from the file list or the arrays' length, without reading an image."""
 
     def count(opts: dict) -> int:
-        loader = load_folder if kind == "folder" else load_npz
-        keep = {k: v for k, v in opts.items() if k in ("path", "held_out", "seed", "num_classes")}
         if kind == "folder":
-            keep.pop("num_classes", None)
             _, files = folder_layout(str(opts["path"]))
-            n = len(files["train"])
-            return n if "test" in files else n - max(1, int(round(float(opts.get("held_out") or HELD_OUT) * n)))
-        return len(loader(Path("."), "train", **keep))
+            n, own_test = len(files["train"]), "test" in files
+        else:
+            a = _npz(str(opts["path"]))
+            n, own_test = len(a["y"]), "x_test" in a and "y_test" in a
+        return n if own_test else n - max(1, int(round(float(opts.get("held_out") or HELD_OUT) * n)))
 
     return count
 

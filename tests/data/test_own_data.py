@@ -64,6 +64,12 @@ def test_an_npz_with_its_own_test_split_loads_with_its_shape_and_classes(tmp_pat
     tr = load_dataset("npz", "train", path=str(tmp_path / "d.npz"))
     te = load_dataset("npz", "test", path=str(tmp_path / "d.npz"))
     assert tr.shape == (3, 12, 12) and len(tr) == 40 and len(te) == 8 and tr.num_classes == 4
+    from dpgen.data.own import own_count
+
+    assert own_count("npz")({"path": str(tmp_path / "d.npz")}) == len(tr)  # counted without reading the images
+    np.savez(tmp_path / "e.npz", x=np.zeros((40, 12, 12), np.uint8), y=np.arange(40) % 4)
+    assert own_count("npz")({"path": str(tmp_path / "e.npz")}) == len(load_dataset("npz", "train", path=str(
+        tmp_path / "e.npz"))) == 36
     info = dataset_info("npz", path=str(tmp_path / "d.npz"), size=8)
     assert info["shape"] == (3, 8, 8) and info["num_classes"] == 4
     x, _ = tr.tensors
@@ -78,6 +84,9 @@ def test_a_folder_without_a_test_split_holds_out_a_fixed_tenth(tmp_path):
     tr = load_dataset("folder", "train", path=str(tmp_path / "d"))
     te = load_dataset("folder", "test", path=str(tmp_path / "d"))
     assert (len(tr), len(te)) == (45, 5) and tr.shape == (1, 6, 6) and tr.num_classes == 2
+    from dpgen.data.own import own_count
+
+    assert own_count("folder")({"path": str(tmp_path / "d")}) == len(tr)
     again = load_dataset("folder", "test", path=str(tmp_path / "d"))
     assert (again.tensors[0] == te.tensors[0]).all()  # the same held-out records every time
 
