@@ -62,7 +62,7 @@ def test_an_outside_methods_settings_are_validated_by_its_class(tmp_path, monkey
         code, text = run_cli(*base, extra)
         assert code == 2 and named in text and "Traceback" not in text, text
     code, text = run_cli(*base, "method.clip=2")
-    assert code == 0 and "  clip: 2.0" in text, text
+    assert code == 0 and "l2 sensitivity 0.04" in text, text  # its declared 2C / B, C = 2.0, B = 100
 
 
 def test_the_dp_gan_of_extending_md_trains_accounts_and_passes_the_audit(tmp_path):

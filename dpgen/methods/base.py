@@ -96,18 +96,12 @@ class Method(LedgerState):
     accounting_relation: Optional[str] = None
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int) -> Dict[str, Any]:
-        """What ``task=accounting`` prints (``{"summary": {...}, "lines": [...], "relation": str}``): by
-        default the method built from the dataset's size, and its own ``privacy_report()``."""
-        method = cls.from_config(cfg, info, steps)
-        rep = dict(method.privacy_report())
-        ledger = getattr(method, "ledger", None)
-        if ledger is not None and getattr(method, "noise_multiplier", None) is not None:
-            rep.setdefault("epsilon", ledger.epsilon_of(method.noise_multiplier, steps))
-        label = cfg.method.name  # the name the user chose (an outside method's class inherits "base")
-        lines = [f"{label} on {cfg.dataset.name}: N={info.n_private}, steps={steps} (the method's own privacy_report)"]
-        lines += [f"  {k}: {v}" for k, v in rep.items() if k not in ("neighbouring_relation",)]
-        return {"summary": rep, "lines": lines, "relation": rep.get("neighbouring_relation")}
+    def declare(cls, cfg, info, steps: int):
+        """What the method releases (a mechanism of ``dpgen.privacy.mechanisms``) for a run of ``steps`` steps on
+        data with the public facts ``info``: ``task=accounting`` hands it to the privacy library
+        (``dpgen.privacy.accounting.account``), and a method builds its ledger from it. None (the default): the
+        method declares nothing, and ``task=accounting`` builds it and prints its own ``privacy_report()``."""
+        return None
 
     # -- the audit's hook (dpgen.audit.canary.audit_release) ----------------------------------------
     #: a method whose step releases one Gaussian mechanism's output may define

@@ -122,10 +122,10 @@ class DPDANN(DANN):
     accounting_relation = RELATIONS["poisson"]
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):  # per-sample clipping of the target term: sensitivity C
-        from dpgen.methods.reports import account_subsampled_gaussian
-
-        return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-DANN (target term)")
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+        """Poisson batches of the private target, per-sample clipping of the target term (sensitivity C)."""
+        return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
+                                  sensitivity=float(cfg.method.clip), label="DP-DANN (target term)")
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=None, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=disc)

@@ -121,40 +121,46 @@ class DPMERF(GenerativeMethod):
     accounting_relation = "replace one record (the number of records n is public)"
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_dpmerf
-
-        return account_dpmerf(cfg, cls)
-
-    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
-                 batch_size: int = 0, **_):
-        super().__init__()
+    def declare(cls, cfg, info, steps: int) -> OneShotGaussian:
+        """One Gaussian release of the mean embedding (replace-one sensitivity 2 / n), its noise multiplier
+        calibrated to the budget (autodp RDP of one full-batch release) unless method.noise_multiplier gives it."""
         from dpgen.privacy.accountants import autodp_epsilon
         from dpgen.privacy.local import geometric_bisect
 
         m, p = cfg.method, cfg.privacy
-        if n_private <= 0:
+        if info.n_private <= 0:
             raise ValueError("dpmerf needs the private set's size (the release's sensitivity is 2 / n)")
+        delta, budget = float(p.delta), float(p.epsilon)
+
+        def eps_of(z: float) -> float:  # one Gaussian mechanism on the whole set (sample rate 1)
+            return autodp_epsilon(((float(z), 1.0, 1),), delta, "without_replacement")
+
+        if m.noise_multiplier is None:
+            z = geometric_bisect(lambda s: eps_of(s) > budget, 1e-3, 1.0, rel_tol=float(p.rel_tol))
+        else:
+            z = float(m.noise_multiplier)
+            if eps_of(z) > budget:
+                raise ValueError(f"method.noise_multiplier={z} spends epsilon {eps_of(z):.4g} > privacy.epsilon="
+                                 f"{budget}: raise the noise, or leave it null to calibrate it")
+        return OneShotGaussian(z, calibrated=m.noise_multiplier is None, sensitivity=2.0 / info.n_private,
+                               label=f"DP-MERF (the mean embedding in {int(m.n_features)} random features)")
+
+    def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
+                 batch_size: int = 0, **_):
+        super().__init__()
+        from dpgen.methods.registry import DataInfo
+
+        m, p = cfg.method, cfg.privacy
+        mechanism = self.declare(cfg, DataInfo(int(n_private)), steps)
         self.num_classes, self.data_dim, self.n_private = int(num_classes), int(data_dim), int(n_private)
         self.n_features = int(m.n_features)
         self.length_scale = float(m.length_scale) if m.length_scale is not None else default_length_scale(data_dim)
-        self.sensitivity = 2.0 / self.n_private
+        self.sensitivity = mechanism.sensitivity
         self.delta, self.epsilon_budget = float(p.delta), float(p.epsilon)
-
-        def eps_of(z: float) -> float:  # one Gaussian mechanism on the whole set (sample rate 1)
-            return autodp_epsilon(((float(z), 1.0, 1),), self.delta, "without_replacement")
-
-        if m.noise_multiplier is None:
-            z = geometric_bisect(lambda s: eps_of(s) > self.epsilon_budget, 1e-3, 1.0, rel_tol=float(p.rel_tol))
-        else:
-            z = float(m.noise_multiplier)
-            if eps_of(z) > self.epsilon_budget:
-                raise ValueError(f"method.noise_multiplier={z} spends epsilon {eps_of(z):.4g} > privacy.epsilon="
-                                 f"{self.epsilon_budget}: raise the noise, or leave it null to calibrate it")
-        self.noise_multiplier = z
+        self.noise_multiplier = z = mechanism.noise_multiplier
         self.noise_std = z * self.sensitivity
         # one full-batch release, then post-processing (the report says whether its noise was calibrated above)
-        self.ledger = ledger_for(OneShotGaussian(z, calibrated=m.noise_multiplier is None), p, reason=LEDGER_REASON)
+        self.ledger = ledger_for(mechanism, p, reason=LEDGER_REASON)
         self.accountant = self.ledger.accountant
         self.max_steps = None  # post-processing: no per-step budget
         self.freqs: Optional[torch.Tensor] = None

@@ -215,10 +215,10 @@ class DPSGD(Method):
     accounting_relation = RELATIONS["poisson"]
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_subsampled_gaussian
-
-        return account_subsampled_gaussian(cfg, cfg.method.clip, "DP-SGD")
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+        """Poisson batches of B of the n records, per-sample gradients clipped to C (sensitivity C)."""
+        return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
+                                  sensitivity=float(cfg.method.clip), label="DP-SGD")
 
     def __init__(
         self,
@@ -472,7 +472,7 @@ class DPSGD(Method):
             return cls(private=False, **common)
         # the ledger: privacy.accountant (auto: dp-accounting's PLD; the WDP presets pin the moments accountant,
         # the WDP paper's DP column) calibrates and keeps the budget
-        ledger = ledger_for(SubsampledGaussian("poisson", q, m.noise_multiplier), p, steps)
+        ledger = ledger_for(cls.declare(cfg, info, steps), p, steps)
         z = ledger.noise_multiplier
         method = cls(noise_multiplier=z, accountants=list(m.accountants), delta=p.delta, bdp_delta=m.bdp_delta,
                      wdp_delta=m.wdp_delta, wdp_order=m.wdp_order, wdp_beta=m.wdp_beta, pair_examples=m.pair_examples,

@@ -73,7 +73,7 @@ from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
 from dpgen.privacy.ledger import RELATIONS
-from dpgen.privacy.mechanisms import SubsampledGaussian
+from dpgen.privacy.mechanisms import SubsampledGaussian, accountant_for
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
@@ -247,16 +247,6 @@ class Sinkhorn(GenerativeMethod):
             yield idx, terms.detach(), grads
 
 
-def ledger_accountant_for(requested: str, sampling: str) -> tuple:
-    """(the accountant a ledger of ``sampling`` uses for privacy.accountant=``requested``, the reason when it is
-    not the one requested): sampling without replacement replaces a Poisson-only accountant by autodp's RDP."""
-    if sampling == "poisson" or requested in ("auto", "rdp"):
-        return requested, None
-    return "rdp", (f"privacy.accountant={requested} analyses Poisson sampling only, and this variant draws one "
-                   "partition per step without replacement (replace one): autodp's RDP bound (Wang et al. 2019), the "
-                   "tightest valid accountant here")
-
-
 #: the adversarial variant's relation: its records are the fixed partitions
 PARTITION_RELATION = ("replace one record (here: one fixed partition of the private set; one drawn per step without "
                       "replacement)")
@@ -270,6 +260,12 @@ class _PrivateMixin:
     #: the Sinkhorn loss (and the dual bound of the param-grad variant) is computed from the clean real
     #: batch: only the noisy gradient is released, so the loop never publishes the loss
     publishes_loss = False
+
+    @classmethod
+    def poisson_mechanism(cls, cfg, info, label: str) -> SubsampledGaussian:
+        """A Poisson variant's release: the batch of B of the n records, noise x the clip mode's sensitivity."""
+        return SubsampledGaussian(cls.accountant_sampling, cfg.trainer.batch_size / info.n_private,
+                                  cfg.method.noise_multiplier, sensitivity=cls.clip_sensitivity(cfg), label=label)
 
     @staticmethod
     def clip_sensitivity(cfg) -> float:
@@ -320,7 +316,7 @@ class _PrivateMixin:
         """(the accountant passed to the ledger, why when the method overrides privacy.accountant=``requested``):
         the Poisson variants take it as it is; a variant sampling without replacement keeps ``auto`` / ``rdp`` and
         replaces a Poisson-only accountant by autodp's RDP, saying why."""
-        return ledger_accountant_for(requested, self.accountant_sampling)
+        return accountant_for(requested, self.accountant_sampling)
 
     def privacy_report(self) -> Dict[str, Any]:
         return {
@@ -364,12 +360,10 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                        "into the generator (dpgen's DP-Sinkhorn variant: DP-SGD's clipping at the image gradient)")
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_subsampled_gaussian
-
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
         per_record = cfg.method.clip_mode == "per_sample"
-        return account_subsampled_gaussian(cfg, cls.clip_sensitivity(cfg), "DP-Sinkhorn (image gradient"
-                                           + (", per-record clip)" if per_record else ")"))
+        return cls.poisson_mechanism(cfg, info, "DP-Sinkhorn (image gradient"
+                                     + (", per-record clip)" if per_record else ")"))
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
@@ -522,11 +516,8 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     accounting_relation = RELATIONS["poisson"]
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_subsampled_gaussian
-
-        return account_subsampled_gaussian(cfg, cls.clip_sensitivity(cfg),
-                                           f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+        return cls.poisson_mechanism(cfg, info, f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
@@ -758,16 +749,13 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
     accounting_relation = PARTITION_RELATION
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
         """One of the fixed partitions per step, drawn without replacement (q = 1 / partitions), accounted
         as the run's ledger does (autodp RDP, without replacement)."""
-        from dpgen.methods.reports import account_subsampled_gaussian
-
-        k = cfg.method.num_partitions or max(2, info.n_private // max(cfg.trainer.batch_size, 1))
-        accountant, reason = ledger_accountant_for(cfg.privacy.accountant, "without_replacement")
-        return account_subsampled_gaussian(cfg, 2 * cfg.method.clip, "DP-Sinkhorn (adversarial, one partition per "
-                                           "step)", units=int(k), per_step=1, sampling="without_replacement",
-                                           accountant=accountant, reason=reason)
+        k = int(cfg.method.num_partitions or max(2, info.n_private // max(cfg.trainer.batch_size, 1)))
+        return SubsampledGaussian("without_replacement", 1.0 / k, cfg.method.noise_multiplier,
+                                  sensitivity=2 * float(cfg.method.clip), units=k, per_step=1, unit="partitions",
+                                  label="DP-Sinkhorn (adversarial, one partition per step)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)

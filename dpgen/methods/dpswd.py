@@ -53,8 +53,7 @@ from dpgen.methods.base import GenerativeMethod, ledger_for
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_rows
 from dpgen.privacy.ledger import RELATIONS
-from dpgen.privacy.mechanisms import SubsampledGaussian
-from dpgen.privacy.projection import sensitivity_bound, split_delta
+from dpgen.privacy.mechanisms import ProjectedGaussian, projected_calibration
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.labels import label_in_range, one_hot_or_zero
 from dpgen.utils.settings import ConfigError, MethodConfig
@@ -273,6 +272,21 @@ class LowPass(torch.nn.Module):
         return torch.einsum("ih,nchw,jw->ncij", self.ch, x, self.cw).flatten(1)
 
 
+def compare_dim_of(m, data_dim: int, num_classes: int, image_shape=()) -> int:
+    """The dimension of the rows SWD compares (method settings ``m``): the record (low-passed when
+    ``m.compare_lowpass``), its labels by ``m.label_mode``, compressed to ``m.compare_dim``."""
+    lw = m.label_weight
+    weighted = lw is None or float(lw) > 0
+    if m.compare_lowpass and image_shape and len(image_shape) == 3:
+        data_dim = LowPass(tuple(image_shape), int(m.compare_lowpass)).out_dim
+    if m.label_mode == "tensor" and num_classes > 0:
+        row_dim = data_dim * num_classes
+    else:
+        row_dim = data_dim + (num_classes if (num_classes and weighted) else 0)
+    cd = m.compare_dim
+    return int(cd) if cd and int(cd) < row_dim else row_dim
+
+
 @register("swd")
 class SWD(GenerativeMethod):
     """Non-private sliced Wasserstein generator loss (same compared space, no noise)."""
@@ -380,53 +394,35 @@ class DPSWDAccounting:
     ``epsilon_budget`` and ``max_steps``.
     """
 
+    @staticmethod
+    def projected_mechanism(m, k: int, d: int, n: int, batch_size: int, steps: int, prefix=(),
+                            reading: str = "run", label: str = "DP-SWD", epochs=None) -> ProjectedGaussian:
+        """What a DP-SWD run releases (method settings ``m``, ``k`` directions in ``d`` dimensions, batches of
+        ``batch_size`` of ``n``), declared to the privacy library (``dpgen.privacy.mechanisms``)."""
+        return ProjectedGaussian(k=int(k), d=int(d), n=int(n), batch_size=int(batch_size), steps=int(steps or 0),
+                                 bound=str(m.bound), convention=str(m.convention), delta_split=float(m.delta_split),
+                                 epochs=epochs, noise_multiplier=m.noise_multiplier, prefix=tuple(prefix),
+                                 union_bound=bool(m.union_bound), reading=reading, label=label)
+
     def _setup_ledger(self, method_cfg, privacy_cfg, d: int, n_private: int, batch_size: int, steps: int,
                       prefix=()) -> None:
         m, p = method_cfg, privacy_cfg
         if batch_size > n_private:
             raise ValueError(f"trainer.batch_size={batch_size} is larger than the private set ({n_private} records): "
                              "lower trainer.batch_size.")
-        db, dr = split_delta(p.delta, m.convention, m.delta_split, None, None, m.bound)
-        self.sample_rate = batch_size / n_private
         # null: calibrated for the run's steps; a number fixes the noise and the budget decides the steps; the
         # ledger's delta is the RDP share of the split (the directions' bound takes the rest)
-        self.ledger = ledger_for(SubsampledGaussian("without_replacement", self.sample_rate, m.noise_multiplier,
-                                                    tuple(prefix)), p, steps, delta=dr)
+        mech = self.projected_mechanism(m, self.k, d, n_private, batch_size, steps, prefix)
+        self.ledger = ledger_for(mech, p, steps)
         self.accountant = self.ledger.accountant
-        z = self.ledger.noise_multiplier
-        w = sensitivity_bound(self.k, d, db, bound=m.bound, convention=m.convention)
-        self.calibration = {"sigma": z * math.sqrt(w), "noise_multiplier": z, "squared_sensitivity": w,
-                            "delta_bound": db, "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
-        self.sigma, self.noise_multiplier = float(self.calibration["sigma"]), float(z)
-        self.delta_bound, self.delta_rdp = float(db), float(dr)
-        self.epsilon_budget = float(p.epsilon)
+        self.sample_rate = self.ledger.sample_rate
         self.max_steps = self.ledger.max_steps()
-        self._apply_union_bound(m, d)
-
-    def _apply_union_bound(self, method_cfg, d: int) -> None:
-        """Make a random-direction sensitivity bound (bernstein, chernoff) hold over the whole run.
-
-        Each step draws fresh directions, and the bound fails with probability delta_bound per
-        draw. The differing record enters a step with probability q, independently of the
-        directions, so over T steps the bound fails for it with probability <= q T delta_bound'
-        (union bound). With ``method.union_bound=true`` (default) the per-step bound is evaluated
-        at delta_bound' = delta_bound / max(1, q T), T = the most steps the budget allows, so the
-        run's delta is delta_bound + delta_rdp as reported. ``false`` is the paper's per-step
-        reading (reproduction only: the report then says the guarantee does not hold).
-        Needs ``calibration``, ``k``, ``sample_rate``, ``max_steps``, ``noise_multiplier``.
-        """
-
-        cal = self.calibration
-        self.union_bound = bool(method_cfg.union_bound)
-        self.bound_name = str(method_cfg.bound)
-        if not self.union_bound or self.bound_name not in ("bernstein", "chernoff"):
-            return
-        touches = max(1.0, self.sample_rate * float(self.max_steps))
-        per_step = float(cal["delta_bound"]) / touches
-        w = sensitivity_bound(self.k, d, per_step, bound=method_cfg.bound, convention=method_cfg.convention)
-        cal.update(squared_sensitivity=w, delta_bound_per_step=per_step, sigma=self.noise_multiplier * w ** 0.5,
-                   steps_touching_a_record=touches)
-        self.sigma = float(cal["sigma"])
+        self.calibration = projected_calibration(mech, self.ledger, p.delta, self.max_steps)
+        self.sigma, self.noise_multiplier = float(self.calibration["sigma"]), float(self.ledger.noise_multiplier)
+        self.delta_bound, self.delta_rdp = float(self.calibration["delta_bound"]), float(self.calibration["delta_rdp"])
+        self.epsilon_budget = float(p.epsilon)
+        self.union_bound = bool(m.union_bound)
+        self.bound_name = str(m.bound)
 
     def bound_caveats(self) -> List[str]:
         """Why the directions' sensitivity bound does not give the reported (epsilon, delta), if it does not."""
@@ -473,10 +469,20 @@ class DPSWDMethod(DPSWDAccounting):
     accounting_relation = RELATIONS["without_replacement"]
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_dpswd
-
-        return account_dpswd(cfg, DPSWD)
+    def declare(cls, cfg, info, steps: int) -> ProjectedGaussian:
+        """The generative mechanism (the domain-adaptation one spends the same). The paper's rows (plain rows,
+        no centre, no low-pass) are accounted as the paper calibrates them (its per-step bound, its step count
+        for a run given in epochs); dpgen's variants as their training run's ledger does."""
+        m, t = cfg.method, cfg.trainer
+        if m.label_mode == "tensor" or m.center != "none" or m.compare_lowpass:
+            prefix = (float(m.center_noise_multiplier),) if m.center == "dp_mean" else ()
+            lp = f", low-pass {m.compare_lowpass}" if m.compare_lowpass else ""
+            d = compare_dim_of(m, info.dim, info.num_classes, info.shape)
+            return cls.projected_mechanism(m, m.k, d, info.n_private, t.batch_size, steps, prefix,
+                                           label=f"DP-SWD (label_mode={m.label_mode}{lp})")
+        epochs = None if t.steps is not None else t.epochs
+        return cls.projected_mechanism(m, m.k, m.compare_dim or info.dim, info.n_private, t.batch_size, steps,
+                                       reading="paper", epochs=epochs)
 
 
 @register("dpswd")

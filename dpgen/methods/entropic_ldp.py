@@ -47,6 +47,7 @@ from dpgen.privacy.local import (
 )
 from dpgen.methods.registry import register
 from dpgen.privacy.validation import check_positive
+from dpgen.privacy.mechanisms import LocalRelease
 from dpgen.utils.dct import dct_matrix  # noqa: F401  (re-exported: the figures use it)
 from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
@@ -215,10 +216,9 @@ class EntropicLDP(GenerativeMethod):
     accounting_relation = "replace one record (local DP: any two values of one record)"
 
     @classmethod
-    def accounting_report(cls, cfg, info, steps: int):
-        from dpgen.methods.reports import account_entropic_ldp
-
-        return account_entropic_ldp(cfg)
+    def declare(cls, cfg, info, steps: int) -> LocalRelease:
+        m = cfg.method
+        return LocalRelease(m.mechanism, m.radius, m.sensitivity, label="Entropic-LDP")
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
                  batch_size: int = 0, **_):

@@ -7,8 +7,9 @@ A method outside dpgen (``method.target: package.module.Class``) is built the sa
 registering. Each base class turns ``(cfg, info, steps)`` into its constructor's arguments in
 ``from_config``; a method overrides it when it needs more (DP-SGD's ledger).
 
-``task=accounting`` uses the same call: it builds the method from the dataset's size alone and prints
-the method's own :meth:`accounting_report` (``dpgen.methods.base.Method``).
+``task=accounting`` asks the class what it releases (``Method.declare``: a mechanism of
+``dpgen.privacy.mechanisms``) and lets the privacy library account it; a method that declares nothing is built
+with the same call, from the dataset's size alone, and prints its own ``privacy_report()``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,13 @@ A method states its mechanism as a small value and asks :func:`make_ledger` for 
   with Gaussian noise of std ``noise_multiplier`` x its sensitivity; optional full-batch releases before training
   (``prefix``, each accounted once). DP-SGD, DP-DANN, DP-Sinkhorn and DP-SWD's projection declare one.
 * :class:`OneShotGaussian`: one full-batch Gaussian release, then post-processing only (DP-MERF's mean embedding).
+* :class:`ProjectedGaussian`: DP-SWD's release, a subsampled Gaussian on k random projections whose sensitivity is a
+  high-probability bound (:mod:`dpgen.privacy.projection`).
+* :class:`LocalRelease`: each record privatised once by a local mechanism (entropic-LDP GAN), then post-processing.
+
+A mechanism also carries the public facts its accounting report names (``label``, ``sensitivity``, the units
+sampled): :func:`dpgen.privacy.accounting.account` turns it into ``task=accounting``'s report, so that report
+needs no code of the method's.
 
 ``make_ledger(mechanism, epsilon=, delta=, steps=, accountant=, rel_tol=)`` returns the :class:`Ledger` with its
 noise set: calibrated to the budget at ``steps`` when the mechanism leaves ``noise_multiplier`` unset, else the
@@ -18,8 +25,9 @@ mechanisms, never methods.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from dpgen.privacy.ledger import Ledger
 from dpgen.privacy.validation import PrivacyParameterError
@@ -35,6 +43,13 @@ class SubsampledGaussian:
     sample_rate: float
     noise_multiplier: Optional[float] = None
     prefix: Tuple[float, ...] = ()
+    #: for the report only: the l2 sensitivity the noise multiplier scales, what the method is called, and the
+    #: units sampled when they are not records (``units`` of them, ``per_step`` per step, named ``unit``)
+    sensitivity: float = 1.0
+    label: str = ""
+    units: int = 0
+    per_step: int = 0
+    unit: str = "records"
 
 
 @dataclass(frozen=True)
@@ -45,14 +60,72 @@ class OneShotGaussian:
 
     noise_multiplier: float
     calibrated: bool = True
+    sensitivity: float = 1.0
+    label: str = ""
 
 
-Mechanism = Union[SubsampledGaussian, OneShotGaussian]
+@dataclass(frozen=True)
+class ProjectedGaussian:
+    """DP-SWD: each step a batch of ``batch_size`` of ``n`` records drawn without replacement, projected on ``k``
+    random directions in ``d`` dimensions, with Gaussian noise of ``noise_multiplier`` (None: calibrated) x the
+    directions' ``bound`` on the sensitivity (holding with probability 1 - delta_bound; ``convention``,
+    ``delta_split``, ``union_bound``: :mod:`dpgen.privacy.projection`). ``prefix``: full-batch releases before
+    training. ``reading``: ``paper`` (the paper's calibration, per-step bound, with ``epochs`` when the run is
+    given in epochs) or ``run`` (the training run's ledger, for the variants the paper does not have)."""
+
+    k: int
+    d: int
+    n: int
+    batch_size: int
+    steps: int
+    bound: str
+    convention: str
+    delta_split: float = 0.5
+    epochs: Optional[float] = None
+    noise_multiplier: Optional[float] = None
+    prefix: Tuple[float, ...] = ()
+    union_bound: bool = True
+    reading: str = "paper"
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class LocalRelease:
+    """Each record privatised once by the ``kind`` (laplace | gaussian) local mechanism on the ball of radius
+    ``radius`` (``sensitivity``: diameter | radius); training on the release is post-processing."""
+
+    kind: str
+    radius: float
+    sensitivity: str = "diameter"
+    label: str = ""
+
+
+Mechanism = Union[SubsampledGaussian, OneShotGaussian, ProjectedGaussian, LocalRelease]
+
+
+def accountant_for(requested: str, sampling: str) -> Tuple[str, Optional[str]]:
+    """(the accountant a ledger of ``sampling`` uses for privacy.accountant=``requested``, the reason when it is
+    not the one requested): sampling without replacement replaces a Poisson-only accountant by autodp's RDP."""
+    if sampling == "poisson" or requested in ("auto", "rdp"):
+        return requested, None
+    return "rdp", (f"privacy.accountant={requested} analyses Poisson sampling only, and this variant draws one "
+                   "partition per step without replacement (replace one): autodp's RDP bound (Wang et al. 2019), the "
+                   "tightest valid accountant here")
 
 
 def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: int = 0, accountant: str = "auto",
                 rel_tol: float = 1e-3, reason: Optional[str] = None) -> Ledger:
-    """The calibrated ledger of ``mechanism`` under (``epsilon``, ``delta``) for a run of ``steps`` steps."""
+    """The calibrated ledger of ``mechanism`` under (``epsilon``, ``delta``) for a run of ``steps`` steps
+    (:class:`ProjectedGaussian`: its own steps, and the RDP share of ``delta``, the directions' bound taking the
+    rest: :func:`projected_calibration`)."""
+    if isinstance(mechanism, ProjectedGaussian):
+        from dpgen.privacy.projection import split_delta
+
+        _, delta_rdp = split_delta(delta, mechanism.convention, mechanism.delta_split, None, None, mechanism.bound)
+        sub = SubsampledGaussian("without_replacement", mechanism.batch_size / mechanism.n,
+                                 mechanism.noise_multiplier, tuple(mechanism.prefix))
+        return make_ledger(sub, epsilon=epsilon, delta=delta_rdp, steps=mechanism.steps, accountant=accountant,
+                           rel_tol=rel_tol, reason=reason)
     if isinstance(mechanism, OneShotGaussian):
         ledger = Ledger(epsilon=epsilon, delta=delta, sampling="without_replacement", sample_rate=1.0,
                         prefix=(float(mechanism.noise_multiplier),), rel_tol=rel_tol, accountant="rdp", reason=reason)
@@ -73,4 +146,33 @@ def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: in
     return ledger
 
 
-__all__ = ["Mechanism", "OneShotGaussian", "SubsampledGaussian", "make_ledger"]
+def projected_calibration(mechanism: ProjectedGaussian, ledger: Ledger, delta: float,
+                          max_steps: Optional[int] = None) -> Dict[str, Any]:
+    """The noise std of a :class:`ProjectedGaussian` run whose ledger (:func:`make_ledger`) is ``ledger``: sigma =
+    z sqrt(w), w the directions' squared-sensitivity bound at delta_bound (the rest of ``delta``).
+
+    Each step draws fresh directions, and the bound fails with probability delta_bound per draw. The differing
+    record enters a step with probability q, independently of the directions, so over T steps the bound fails
+    for it with probability <= q T delta_bound' (union bound). With ``union_bound`` (the default) a random-
+    direction bound (bernstein, chernoff) is evaluated at delta_bound' = delta_bound / max(1, q T), T the most
+    steps the budget allows, so the run's delta is delta_bound + delta_rdp as reported; ``union_bound=False`` is
+    the paper's per-step reading (reproduction only). ``max_steps``: ``ledger.max_steps()`` when the caller has it."""
+    from dpgen.privacy.projection import sensitivity_bound, split_delta
+
+    m = mechanism
+    db, dr = split_delta(delta, m.convention, m.delta_split, None, None, m.bound)
+    z = float(ledger.noise_multiplier)
+    w = sensitivity_bound(m.k, m.d, db, bound=m.bound, convention=m.convention)
+    cal = {"sigma": z * math.sqrt(w), "noise_multiplier": z, "squared_sensitivity": w, "delta_bound": db,
+           "delta_rdp": dr, "bound": m.bound, "convention": m.convention}
+    if m.union_bound and m.bound in ("bernstein", "chernoff"):
+        touches = max(1.0, ledger.sample_rate * float(ledger.max_steps() if max_steps is None else max_steps))
+        per_step = db / touches
+        w = sensitivity_bound(m.k, m.d, per_step, bound=m.bound, convention=m.convention)
+        cal.update(squared_sensitivity=w, delta_bound_per_step=per_step, sigma=z * w ** 0.5,
+                   steps_touching_a_record=touches)
+    return cal
+
+
+__all__ = ["LocalRelease", "Mechanism", "OneShotGaussian", "ProjectedGaussian", "SubsampledGaussian", "accountant_for",
+           "make_ledger", "projected_calibration"]

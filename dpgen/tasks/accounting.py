@@ -1,12 +1,15 @@
 """``task=accounting``: calibrate the noise for a budget and print how the budget splits.
 
-Needs no dataset (only its size N and shape from ``dataset/``). The method is found in the registry
-(or by ``method.target``) and prints its own ``accounting_report`` (``dpgen.methods.base.Method``), so a
-method outside dpgen is accounted the same way. Writes ``accounting.json`` in the run's output folder.
+Needs no dataset (only its size N and shape from ``dataset/``). The method is found in the registry (or by
+``method.target``) and declares what it releases (``Method.declare``: a mechanism of
+``dpgen.privacy.mechanisms``); the privacy library accounts it (``dpgen.privacy.accounting.account``), so this
+task holds no code of any method's. A method that declares nothing is built as a run builds it and prints its own
+``privacy_report()``. Writes ``accounting.json`` in the run's output folder.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict
 
@@ -26,35 +29,82 @@ def _home_task(cfg: Config) -> str:
     return tasks[0] if tasks else "generation"
 
 
+def steps_of(cfg: Config) -> int:
+    """The run's steps: trainer.steps, or trainer.epochs of the declared n at the batch size."""
+    from dpgen.privacy.calibration import steps_for_epochs
+
+    t = cfg.trainer
+    if t.steps is not None:
+        return int(t.steps)
+    return steps_for_epochs(cfg.dataset.n_train, t.batch_size, t.epochs)
+
+
+def budget_of(cfg: Config):
+    """The privacy library's :class:`~dpgen.privacy.accounting.Budget` of ``cfg.privacy`` (cross-checks when
+    ``task.cross_check``)."""
+    from dpgen.privacy.accounting import Budget
+
+    p = cfg.privacy
+    checks = tuple(p.cross_check) if cfg.task.cross_check else None
+    return Budget(float(p.epsilon), float(p.delta), str(p.accountant), float(p.rel_tol), checks)
+
+
+def _own_report(cls, cfg: Config, info, steps: int) -> Dict[str, Any]:
+    """A method that declares no mechanism: built as a run builds it, its own ``privacy_report()``."""
+    from dpgen.methods.registry import build
+
+    method = build(cfg, info, steps, _home_task(cfg))
+    rep = dict(method.privacy_report())
+    ledger, z = getattr(method, "ledger", None), getattr(method, "noise_multiplier", None)
+    if ledger is not None and z is not None:
+        rep.setdefault("epsilon", ledger.epsilon_of(z, steps))
+    label = cfg.method.name  # the name the user chose (an outside method's class inherits "base")
+    lines = [f"{label} on {cfg.dataset.name}: N={info.n_private}, steps={steps} (the method's own privacy_report)"]
+    lines += [f"  {k}: {v}" for k, v in rep.items() if k not in ("neighbouring_relation",)]
+    return {"summary": rep, "lines": lines, "relation": rep.get("neighbouring_relation")}
+
+
+def _private_report(cfg: Config) -> Dict[str, Any]:
+    from dpgen.methods.registry import DataInfo, method_class
+    from dpgen.privacy.accounting import Setting, account
+
+    cls = method_class(cfg, _home_task(cfg))
+    ds, steps = cfg.dataset, steps_of(cfg)
+    info = DataInfo(int(ds.n_train), tuple(ds.shape or ()), int(ds.num_classes or 0), dim=int(ds.dim or 0))
+    mechanism = cls.declare(cfg, info, steps)
+    if mechanism is None:
+        out = _own_report(cls, cfg, info, steps)
+    else:
+        if not mechanism.label:  # the name the user chose
+            mechanism = replace(mechanism, label=cfg.method.name)
+        out = account(mechanism, budget_of(cfg), Setting(str(ds.name), info.n_private, steps,
+                                                         int(cfg.trainer.batch_size)))
+    # every privacy report names its neighbouring relation and how it treats n
+    out["relation"] = cls.accounting_relation or out.get("relation")
+    if not out["relation"]:
+        raise ValueError(f"method={cfg.method.name}: {cls.__qualname__}'s accounting report names no neighbouring "
+                         "relation (set accounting_relation on the class or neighbouring_relation in privacy_report())")
+    out["lines"].append(f"  neighbouring relation: {out['relation']}; computed from public numbers only "
+                        f"(dataset.n_train = {ds.n_train}, treated as public)")
+    return out
+
+
 @TASKS.register("accounting")
 def run_accounting(cfg: Config, output_dir: Path | None = None) -> Dict[str, Any]:
-    from dpgen.methods.registry import DataInfo, method_class
-    from dpgen.methods.reports import steps_of
     from dpgen.utils.io import write_json
 
     name = cfg.method.name
-    relation = None
     if not cfg.method.private:
         out = {"summary": {"epsilon": float("inf")},
                "lines": [f"{name} is non-private: epsilon = inf (no noise to calibrate)."]}
     else:
-        cls = method_class(cfg, _home_task(cfg))
-        ds = cfg.dataset
-        info = DataInfo(int(ds.n_train), tuple(ds.shape or ()), int(ds.num_classes or 0), dim=int(ds.dim or 0))
-        out = cls.accounting_report(cfg, info, steps_of(cfg))
-        # every privacy report names its neighbouring relation and how it treats n
-        relation = out.get("relation") or cls.accounting_relation
-        if not relation:
-            raise ValueError(f"method={name}: {cls.__qualname__}'s accounting report names no neighbouring relation "
-                             "(set accounting_relation on the class or neighbouring_relation in privacy_report())")
-        out["lines"].append(f"  neighbouring relation: {relation}; computed from public numbers only "
-                            f"(dataset.n_train = {ds.n_train}, treated as public)")
+        out = _private_report(cfg)
     for line in out["lines"]:
         print(line)
     record = {"task": "accounting", "method": name, "dataset": cfg.dataset.name,
               "epsilon_budget": cfg.privacy.epsilon, "delta": cfg.privacy.delta, **out["summary"]}
-    if relation is not None:
-        record.update({"neighbouring_relation": relation,
+    if out.get("relation") is not None:
+        record.update({"neighbouring_relation": out["relation"],
                        "dataset_size": f"n = {cfg.dataset.n_train} from dataset.n_train, treated as public"})
     if output_dir is not None:
         from dpgen.utils.run_dir import start_run_dir

@@ -150,7 +150,7 @@ def test_max_steps_and_steps_left_under_pld_are_the_largest_that_fit():
 
 def test_the_default_dpsinkhorn_keeps_a_pld_ledger_with_rdp_beside_it():
     from dpgen.methods.registry import DataInfo, build
-    from dpgen.methods.reports import steps_of
+    from dpgen.tasks.accounting import steps_of
     from dpgen.privacy.calibration import PLD_EPSILON_TOL
 
     cfg = compose_config([])
@@ -203,7 +203,7 @@ def test_dp_accountings_pld_does_not_analyse_sampling_without_replacement():
 
 def test_dpswd_under_the_default_config_keeps_rdp_and_says_why():
     from dpgen.methods.registry import DataInfo, build
-    from dpgen.methods.reports import steps_of
+    from dpgen.tasks.accounting import steps_of
 
     cfg = compose_config(["method=dpswd", "trainer.epochs=null", "trainer.steps=200"])
     assert cfg.privacy.accountant == "auto"

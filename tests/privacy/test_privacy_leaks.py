@@ -36,7 +36,10 @@ def _cfg(*overrides):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         generation = not any(o.startswith("task=") and o != "task=generation" for o in overrides)
         pin = [] if any(o.startswith("method=") for o in overrides) else ["method=dpswd"]  # default before issue 25
+        # one thread: D and D' must compute alike, and trainer.threads=auto would give each run the threads the
+        # machine's other dpgen processes leave (different reductions, different last bits)
         c = compose(config_name="config", overrides=[*pin, "trainer.progress=false", "privacy.secret_randomness=false",
+                                                     "trainer.threads=1",
                                                      *(["task.eval_models=[]"] if generation else []), *overrides])
     return validate(c)
 
@@ -457,14 +460,13 @@ def test_table4_preset_reports_the_paper_sigma_and_what_a_run_would_use(tmp_path
     """experiment=dpswd_table4_um is the paper's setting (concat labels, no centre, per-step bound):
     sigma 4.3866 (Eq. 6 + Prop. 2, Table 4's sigma_ours); it says the per-step delta is not guaranteed
     and gives the union-bound sigma a training run uses."""
-    from dpgen.methods.reports import account_dpswd
+    from dpgen.tasks.accounting import _private_report
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = validate(compose(config_name="config", overrides=["experiment=dpswd_table4_um"]))
-    from dpgen.methods.dpswd import DPSWD
 
-    out = account_dpswd(cfg, DPSWD)
+    out = _private_report(cfg)
     s = out["summary"]
     assert s["sigma"] == pytest.approx(4.3866, abs=1e-3)
     assert s["guarantee_holds"] is False and s["sigma_union_bound"] > s["sigma"]
