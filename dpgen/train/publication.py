@@ -103,9 +103,16 @@ def normalise_settings(flat: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+#: settings keys added after checkpoints were written, with the value that reproduces what dpgen did before them:
+#: a checkpoint that lacks the key ran under that value (a run folder from before the key resumes), any other
+#: value is a change
+ADDED_KEYS = {"dataset.n_train_counted": False}
+
+
 def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> None:
     """Refuse to continue a ledger under other privacy settings (it was spent under ``saved``)."""
     saved, current = normalise_settings(saved), normalise_settings(current)
+    saved.update({k: v for k, v in ADDED_KEYS.items() if k not in saved and k in current})
     changed = [k for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
     if changed:
         what = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in changed)
