@@ -18,7 +18,7 @@ TORCH_INDEX ?= $(if $(CPU_BUILD),$(CPU_INDEX),)
 CPU_FALLBACK = [dpgen] the CPU build of $(TORCH_PINS) is not available from $(TORCH_INDEX) here (above): installing \
   the default build with its CUDA libraries (about 6 GB; torch runs on the CPU all the same)
 # SCALE=smoke (minutes on CPU, tiny budgets) | cpu (this machine's budget) | paper (the papers' budgets);
-# each table's settings per scale: conf/scale/<scale>.yaml
+# each table's settings per scale: the `scales:` of its conf/table/<name>.yaml
 SCALE ?= smoke
 # where dataset files live (docs/DATA.md); empty: $$DPGEN_DATA_ROOT, else ./data
 DATA_ROOT ?=
@@ -62,8 +62,8 @@ help:
 	@echo "fig-dpswd-toy             DP-SWD Figure 2 (SWD vs DP-SWD on Gaussians; SCALE=smoke|paper)"
 	@echo "fig-dpswd-celeba          DP-SWD CelebA FID (SWD, DP-SWD-c, DP-SWD-b; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "fig-ldp-manifolds         Entropic-LDP Figs 1, 6, 7 (manifolds; SCALE=smoke|cpu|paper) -> outputs/tables/ldp_manifolds.csv"
-	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=, LDP_DATASET=mnist10k|mnist, ARGS=\"--only gaussian_* | --collect-only\")"
-	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (SCALE=smoke|cpu|paper, LDP_DATASET=mnist10k|mnist: the full MNIST, ARGS=\"--only s0.05_* | --collect-only\") -> outputs/tables/ldp_convergence[_mnist].csv"
+	@echo "fig-ldp-mnist             Entropic-LDP Fig 2 (wavelet, W_p GAN, WGAN-GP, entropic; SCALE=smoke|paper, DATA_ROOT=, LDP_DATASET=mnist10k|mnist, ARGS=\"--rows gaussian_* | --collect-only\")"
+	@echo "fig-ldp-convergence       Entropic-LDP Fig 5 (SCALE=smoke|cpu|paper, LDP_DATASET=mnist10k|mnist: the full MNIST, ARGS=\"--rows s0.05_* | --collect-only\") -> outputs/tables/ldp_convergence[_mnist].csv"
 	@echo "fig-ldp-trainsize         Entropic-LDP Fig 11 (W2 vs n; SCALE=smoke|paper, DATA_ROOT=)"
 	@echo "table-dpswd-da            DP-SWD Table 1, domain adaptation (DANN, SWD, DP-DANN, DP-SWD; SCALE=smoke|cpu|paper, DATA_ROOT=, ARGS=\"--datasets um --rows dpswd swd --collect-only\")"
 	@echo "fig-dpswd-eps             DP-SWD Figure 3, DA target accuracy vs epsilon 3..10 (SCALE=smoke|cpu|paper, DATA_ROOT=, DA_FIGURE=dpswd_fig3_da_epsilon_dpswd_frame for dpgen's frame bound)"
@@ -149,10 +149,10 @@ tables:
 	$(PYTHON) scripts/tables.py
 
 # any table by name: a declared one (conf/table/<NAME>.yaml: dpgen table NAME --scale SCALE) or a driver module
-# (dpgen/tables/<NAME>.py), e.g. make table NAME=dpsinkhorn_table1 or make table NAME=ldp_mnist ARGS="--scale smoke"
+# (dpgen/tables/<NAME>.py), e.g. make table NAME=ldp_mnist SCALE=smoke or make table NAME=wdp_composition
 table:
 	@test -n "$(NAME)" || { echo "make table NAME=<name> [ARGS=...]; declared (conf/table/):"; ls conf/table | sed 's/\.yaml$$//'; \
-	  echo "driver modules (dpgen/tables/):"; ls dpgen/tables | grep '\.py$$' | grep -v '^_\|_common\|declared\|grid' | sed 's/\.py$$//'; exit 2; }
+	  echo "driver modules (dpgen/tables/):"; grep -l '^if __name__' dpgen/tables/*.py | grep -v declared | sed 's|.*/||; s/\.py$$//'; exit 2; }
 	$(if $(wildcard conf/table/$(NAME).yaml),$(DPGEN_TABLE) $(NAME) --scale $(SCALE),$(PYTHON) -m dpgen.tables.$(NAME)) $(ARGS)
 
 # the paper tables declared in conf/table/<name>.yaml run through one runner: dpgen table <name> (dpgen/tables/declared.py)
@@ -194,7 +194,7 @@ table-dpsinkhorn-ablation:
 clean-outputs:
 	find outputs -mindepth 1 ! -name README.md -exec rm -rf {} +
 
-# ---- entropic-LDP GAN (dpgen/tables/ldp_*.py) ----
+# ---- entropic-LDP GAN (conf/table/ldp_*.yaml, computed by dpgen/tables/ldp_*.py; the one runner: dpgen table) ----
 .PHONY: fig-ldp-manifolds fig-ldp-mnist fig-ldp-convergence fig-ldp-trainsize
 LDP_SCALE3 = $(if $(filter paper cpu,$(SCALE)),$(SCALE),smoke)
 LDP_SCALE2 = $(if $(filter paper,$(SCALE)),paper,smoke)
@@ -202,16 +202,16 @@ LDP_SCALE2 = $(if $(filter paper,$(SCALE)),paper,smoke)
 LDP_DATASET ?= mnist10k
 
 fig-ldp-manifolds:
-	$(PYTHON) -m dpgen.tables.ldp_manifolds --scale $(LDP_SCALE3)
+	$(DPGEN_TABLE) ldp_manifolds --scale $(LDP_SCALE3) $(ARGS)
 
 fig-ldp-mnist:
-	$(PYTHON) -m dpgen.tables.ldp_mnist --scale $(LDP_SCALE2) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) ldp_mnist --scale $(LDP_SCALE2) --datasets $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-ldp-convergence:
-	$(PYTHON) -m dpgen.tables.ldp_convergence --scale $(LDP_SCALE3) --dataset $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
+	$(DPGEN_TABLE) ldp_convergence --scale $(LDP_SCALE3) --datasets $(LDP_DATASET) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-ldp-trainsize:
-	$(PYTHON) -m dpgen.tables.ldp_trainsize --scale $(LDP_SCALE2) $(DATA_ROOT_ARG)
+	$(DPGEN_TABLE) ldp_trainsize --scale $(LDP_SCALE2) $(DATA_ROOT_ARG) $(ARGS)
 
 # ---- empirical privacy audit (dpgen/audit/canary.py, statistics in dpgen/privacy/audit_stats.py, docs/PRIVACY_AUDIT.md) ----
 # one-step canary audits through each method's real code path; exit code 1 if a guaranteed row fails

@@ -44,8 +44,8 @@ examples:
 """
 
 
-#: folders of the config tree that are not config groups of a run (tables and their scales: ``dpgen table``)
-NOT_GROUPS = ("hydra", "scale", "table", "__pycache__")
+#: folders of the config tree that are not config groups of a run (the tables: ``dpgen table``)
+NOT_GROUPS = ("hydra", "table", "__pycache__")
 
 
 def _override(args, key: str):

@@ -592,23 +592,3 @@ def compose_preset(preset: str, overrides=()) -> Any:
     """The validated config of ``experiment=<preset>`` plus ``overrides`` (what a table driver runs)."""
     return compose_config([f"experiment={preset}", *overrides])
 
-
-#: the scales every table driver may offer (``make <table> SCALE=...``), one file each in conf/scale/
-TABLE_SCALES = ("smoke", "cpu", "paper")
-
-
-def table_scales(table: str) -> Dict[str, Dict[str, Any]]:
-    """``{scale: settings}`` of the table driver ``table`` (``dpgen/tables/<table>.py``), read from
-    ``conf/scale/<scale>.yaml``: the overrides it puts on top of its presets and its own sizes. A
-    scale whose file has no entry for the table is not offered by it."""
-    import yaml
-
-    out: Dict[str, Dict[str, Any]] = {}
-    for scale in TABLE_SCALES:
-        entries = yaml.safe_load((CONFIG_DIR / "scale" / f"{scale}.yaml").read_text()) or {}
-        if table in entries:
-            out[scale] = entries[table]
-    if not out:
-        raise ValueError(f"no scale in {CONFIG_DIR / 'scale'} has an entry for table {table!r}: add one to "
-                         f"{', '.join(s + '.yaml' for s in TABLE_SCALES)}")
-    return out

@@ -1,7 +1,8 @@
 """The paper tables' drivers (``make <table>``, ``make table NAME=<module>``).
 
-The training tables are declarations run by the one grid runner (:mod:`dpgen.tables.grid`); the
-notes printed under a table live beside the drivers as Markdown (``dpgen/tables/notes/<driver>.md``).
+The training tables are declarations (``conf/table/``) run by the one runner (:mod:`dpgen.tables.declared`: a grid
+of runs through :mod:`dpgen.tables.grid`, or a computed table, the entropic-LDP figures); the notes printed under a
+table live beside the drivers as Markdown (``dpgen/tables/notes/<driver>.md``).
 """
 
 from __future__ import annotations

@@ -41,6 +41,21 @@ A paper table uses more keys (``conf/table/dpsinkhorn_table1.yaml`` has them all
   ``notes_file`` adds ``dpgen/tables/notes/<name>.md``.
 
 The scale's ``method.<key>`` overrides (and ``--set``'s) reach a cell only when its method has that key.
+
+A computed table (the entropic-LDP figures, ``conf/table/ldp_*.yaml``) has no cells: its code makes the rows, its
+YAML holds the rest. ``compute``: the dotted name of ``fn(settings, *, run_root, data_root, seed, progress,
+dataset, select) -> (rows, pictures)``, run on one torch thread (the machines are shared); ``settings`` is the
+scale's entry of ``scales:`` as written (the function's own sizes: steps, noise levels, ...), ``run_root`` the
+folder of its run folders (``outputs/runs/<table>[_<dataset>]/<scale>/``). ``notes_from``: ``fn(rows, settings,
+scale, dataset) -> [notes]``; ``plots: {<figure>: fn(rows, pictures, settings, dataset)}``: its figures
+(``outputs/figures/<figure>[_<dataset>].png``). ``datasets`` / ``dataset_choices``: one table per dataset; a
+dataset other than the YAML's first writes ``<table>_<dataset>`` files and run folders. ``split_runs: true``: its
+runs can be shared by processes (:class:`RunSelection`): ``--rows PATTERN ...`` (or ``--only``) trains only the run
+folders these shell patterns name (the others are read back when finished, else named as missing in a note),
+``--collect-only`` trains none. Its runs resume or are read back through the loop (``--reuse`` changes nothing);
+``--seeds S`` gives its one seed (default 0; ``--seed S`` is accepted); ``--datasets`` (or ``--dataset``) picks the
+dataset; ``--no-progress`` turns off its runs' progress bars (a grid table's runs never show them); ``--set`` and
+``--generations`` do not apply. The table's Markdown ends with the wall time; the run prints it.
 """
 
 from __future__ import annotations
@@ -87,9 +102,12 @@ def load_table(name: str, scale: str) -> Dict[str, Any]:
     if scales and scale not in scales:
         raise ValueError(f"table {path.stem}: scale={scale} is not one of its scales ({', '.join(scales)}) in {path}")
     extra = scales.get(scale) or {}
-    for key in ("cells", "columns"):
+    for key in ("columns",) if spec.get("compute") else ("cells", "columns"):
         if not spec.get(key):
             raise ValueError(f"table {path.stem}: {path} has no `{key}:` (a table needs its cells and its columns)")
+    if spec.get("compute"):  # a computed table: the scale's entry is the compute function's own settings
+        return {**spec, "table": spec.get("table") or path.stem, "scale": scale, "path": path, "settings": extra,
+                "datasets": list(spec.get("datasets") or [])}
     runs = extra.get("runs") or spec.get("runs")
     seeds = extra.get("seeds") or (list(range(int(runs))) if runs else None) or spec.get("seeds") or [0]
     return {**spec, "table": spec.get("table") or path.stem, "scale": scale, "path": path,
@@ -354,13 +372,20 @@ def _runner_kw(spec, generations: Optional[int], reuse: bool) -> Dict[str, Any]:
 def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, reuse: bool = True,
               collect_only: bool = False, *, datasets: Optional[Sequence[str]] = None,
               rows: Optional[Sequence[str]] = None, extra: Sequence[str] = (), generations: Optional[int] = None,
-              seeds: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+              seeds: Optional[Sequence[int]] = None, progress: bool = True) -> List[Dict[str, Any]]:
     """Run (or read) every cell of table ``name`` at ``scale``; write its CSV and Markdown; return its rows.
     ``datasets``, ``rows`` (cell names), ``extra`` (overrides for every run: they name the run folders and the
-    output), ``generations`` and ``seeds`` replace the table's own."""
+    output), ``generations`` and ``seeds`` replace the table's own. A computed table: :func:`run_computed`."""
     from dpgen.utils.objects import import_object
 
     spec = load_table(name, scale)
+    if spec.get("compute"):
+        given = [a for a, v in (("--set", list(extra)), ("--generations", generations is not None)) if v]
+        if given:
+            raise ValueError(f"{given[0]}: table {spec['table']} is computed by {spec['compute']}, not a grid of "
+                             f"runs; {given[0]} does not apply to it (its sizes per scale are in {spec['path']})")
+        return run_computed(spec, data_root, collect_only, datasets=datasets, rows=rows, seeds=seeds,
+                            progress=progress)
     spec = _with_choices(spec, datasets, seeds)
     kw = _runner_kw(spec, generations, reuse)
     extract: Callable = import_object(spec.get("extract") or (
@@ -387,6 +412,110 @@ def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, 
     for hook in spec.get("figures") or []:  # a table's own pictures: fn(spec, rows, cells, results)
         import_object(hook, "figures")(spec, out, pairs, results)
     return out
+
+
+def run_computed(spec, data_root: Optional[str] = None, collect_only: bool = False, *,
+                 datasets: Optional[Sequence[str]] = None, rows: Optional[Sequence[str]] = None,
+                 seeds: Optional[Sequence[int]] = None, progress: bool = True) -> List[Dict[str, Any]]:
+    """A computed table (``compute:``, see the module's docstring), once per dataset (none: once); ``rows``: the
+    shell patterns of the run folders this process trains, ``collect_only``: none. Returns every dataset's rows."""
+    table = spec["table"]
+    if (rows or collect_only) and not spec.get("split_runs"):
+        raise ValueError(f"table {table} cannot split its runs over processes (its YAML has no `split_runs: "
+                         "true`): run it without --rows / --collect-only")
+    if datasets and not spec["datasets"]:
+        raise ValueError(f"--datasets {','.join(datasets)}: table {table} reads no dataset; leave --datasets out")
+    if seeds is not None and len(seeds) != 1:
+        raise ValueError(f"--seeds {','.join(map(str, seeds))}: table {table} is computed from one seed; give one, "
+                         "e.g. --seeds 0")
+    first = spec["datasets"][0] if spec["datasets"] else None  # the YAML's own dataset keeps the bare file names
+    spec = _with_choices(spec, datasets, None)
+    out: List[Dict[str, Any]] = []
+    for dataset in spec["datasets"] or [None]:
+        suffix = "" if dataset == first else f"_{dataset}"
+        out += _compute(spec, dataset, suffix, data_root, seeds[0] if seeds else 0, progress,
+                        RunSelection(rows, collect_only))
+    return out
+
+
+def _compute(spec, dataset: Optional[str], suffix: str, data_root: Optional[str], seed: int, progress: bool,
+             select: "RunSelection") -> List[Dict[str, Any]]:
+    """One dataset's computed table: ``compute`` on one thread, the table with its notes, the figures."""
+    import time
+
+    from dpgen.utils.io import outputs_dir, save_figure, write_table
+    from dpgen.utils.objects import import_object
+
+    t0 = time.time()
+    name, scale, settings = spec["table"] + suffix, spec["scale"], spec["settings"]
+    run_root = outputs_dir() / "runs" / name / scale
+    rows, pictures = _one_thread(import_object(spec["compute"], "compute"), settings, run_root=run_root,
+                                 data_root=data_root, seed=seed, progress=progress, dataset=dataset, select=select)
+    if select.seen and len(select.missing) == len(select.seen):
+        raise ValueError(f"table {name}: no run has finished in {run_root} (not yet: {', '.join(select.missing)}); "
+                         "run it without --collect-only, or with --rows naming the runs to train")
+    notes = import_object(spec["notes_from"], "notes_from")(rows, settings, scale, dataset) \
+        if spec.get("notes_from") else []
+    wall = [] if select.collect_only else [f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."]
+    title = (spec.get("title") or spec["table"]).format_map(_Blank(scale=scale, dataset=dataset or ""))
+    write_table(name, rows, spec["columns"], title=title, notes=[*notes, *select.note(), *wall])
+    for figure, hook in (spec.get("plots") or {}).items():
+        save_figure(import_object(hook, "plots")(rows, pictures, settings, dataset), figure + suffix)
+    print(f"[dpgen] table {name} ({scale}) took {time.time() - t0:.1f} s", flush=True)
+    return rows
+
+
+def _one_thread(fn, *args, **kwargs):
+    """``fn`` on one torch thread (the machines these tables run on are shared), then the count restored."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_num_threads(n)
+
+
+class RunSelection:
+    """Which of a computed table's runs this process trains: all (the default), those ``only`` names (run-folder
+    names or shell patterns: ``--rows``), or none (``collect_only``). A run it does not train is read back when it
+    has finished (its ``metrics.json`` exists, written last by the loop) and skipped otherwise, never touched:
+    another process may be training it. :attr:`missing` lists the skipped runs, in order."""
+
+    def __init__(self, only: Optional[Sequence[str]] = None, collect_only: bool = False):
+        self.only = list(only or [])
+        self.collect_only = bool(collect_only)
+        self.missing: List[str] = []
+        self.seen: List[str] = []
+
+    def check(self, names: Sequence[str]) -> None:
+        """Every ``only`` pattern must name at least one of the table's runs ``names``."""
+        from fnmatch import fnmatch
+
+        bad = [p for p in self.only if not any(fnmatch(n, p) for n in names)]
+        if bad:
+            raise ValueError(f"--rows {' '.join(bad)} names none of this table's runs at this scale: "
+                             f"{', '.join(names)}")
+
+    def wants(self, name: str, run_dir) -> bool:
+        """True: run ``name`` in ``run_dir`` (train it, or read it back if it has finished); False: skip it."""
+        from fnmatch import fnmatch
+
+        self.seen.append(name)
+        selected = not self.collect_only and (not self.only or any(fnmatch(name, p) for p in self.only))
+        if selected or (Path(run_dir) / "metrics.json").exists():
+            return True
+        self.missing.append(name)
+        return False
+
+    def note(self) -> List[str]:
+        """A table note when runs are missing (else none)."""
+        if not self.missing:
+            return []
+        return [f"Partial: {len(self.seen) - len(self.missing)} of {len(self.seen)} runs have finished; not yet: "
+                f"{', '.join(self.missing)}. No verdict until every run exists (the same command without "
+                "--collect-only / --rows trains the rest, resuming any interrupted run)."]
 
 
 def _merge_groups(made):
@@ -462,11 +591,15 @@ def main(argv=None) -> int:
     ap.add_argument("name", nargs="?", help="a table of conf/table/ or a YAML file (none: list the tables)")
     ap.add_argument("--scale", default="smoke", help="one of the table's scales (default smoke)")
     ap.add_argument("--datasets", default=None, help="comma-separated datasets (default: the table's)")
-    ap.add_argument("--rows", nargs="+", default=None, metavar="ROW", help="these cells only (name or folder name)")
+    ap.add_argument("--rows", "--only", nargs="+", default=None, metavar="ROW",
+                    help="these cells only (name or folder name); a computed table: train only these runs (run-folder "
+                         "names, shell patterns, e.g. 's0.05_*'), read back the others that have finished")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="overrides for every run, e.g. trainer.epochs=10 (they name the run folders and the output)")
     ap.add_argument("--generations", type=int, default=None, metavar="G",
                     help="synthetic sets evaluated per trained run (default: the table's; 1: the run's own)")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bars in a computed table's runs (a grid table's runs never show them)")
     add_grid_arguments(ap, runs=True)
     args = ap.parse_args(argv)
     if not args.name:
@@ -479,7 +612,8 @@ def main(argv=None) -> int:
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else None
     try:
         run_table(args.name, args.scale, args.data_root, args.reuse, args.collect_only, datasets=datasets,
-                  rows=args.rows, extra=args.set, generations=args.generations, seeds=seeds)
+                  rows=args.rows, extra=args.set, generations=args.generations, seeds=seeds,
+                  progress=not args.no_progress)
     except ValueError as e:
         print(f"dpgen: error: {e}", file=sys.stderr)
         return 2

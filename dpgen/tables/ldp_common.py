@@ -1,4 +1,5 @@
-"""Shared pieces of the entropic-LDP GAN figures (``dpgen/tables/ldp_*.py``).
+"""Shared pieces of the entropic-LDP GAN figures (``dpgen/tables/ldp_*.py``, the computed tables
+``conf/table/ldp_*.yaml`` that ``dpgen table`` runs: :func:`dpgen.tables.declared.run_computed`).
 
 Training on an already privatised set (the release of :func:`dpgen.methods.entropic_ldp.privatise`;
 the clean set is used only to measure the result) with ``method=entropic_ldp`` through the one loop
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -23,109 +24,6 @@ from dpgen.train.loop import Task
 #: the MNIST sets of the entropic-LDP MNIST figures: ``mnist10k`` (the 8,000 / 2,000 stand-in) or the full
 #: ``mnist`` (60,000 / 10,000: the paper's data, ``DPGEN_DATA_ROOT=../shared/data``)
 MNIST_SETS = {"mnist10k": "mnist10k train (8,000 images)", "mnist": "the full MNIST train (60,000 images)"}
-
-
-def parse_cli(doc: str, argv, scales, data_root: bool = True, dataset: bool = False):
-    """The command line every ldp_* table takes: --scale, [--data-root], [--dataset], --seed, --no-progress."""
-    import argparse
-
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(scales), default="smoke")
-    if data_root:
-        ap.add_argument("--data-root", default=None)
-    if dataset:
-        ap.add_argument("--dataset", choices=sorted(MNIST_SETS), default="mnist10k",
-                        help="mnist10k (the 8,000-image stand-in, default) or mnist (the full 60,000 + 10,000, the "
-                             "paper's data); the cost per step is the same, the privatisation and the wavelet "
-                             "denoising grow with the set")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", action="store_true")
-    if dataset:  # the MNIST figures: their runs can be split over processes (or sessions) and collected
-        ap.add_argument("--only", nargs="+", default=None, metavar="RUN",
-                        help="train only these runs (their folder names, shell patterns allowed, e.g. 's0.05_*' "
-                             "'s0.1_*'); the other runs are read back if finished and left alone if not, so two "
-                             "processes with disjoint --only share the figure; the table then holds every finished run")
-        ap.add_argument("--collect-only", action="store_true",
-                        help="train nothing: write the table and figure from the runs that have finished, naming "
-                             "those that have not")
-    return ap.parse_args(argv)
-
-
-class RunSelection:
-    """Which of a figure's runs this process trains: all (the default), those ``only`` names (folder names or
-    shell patterns), or none (``collect_only``). A run it does not train is read back when it has finished
-    (its ``metrics.json`` exists, written last by the loop) and skipped otherwise, never touched: another
-    process may be training it. :attr:`missing` lists the skipped runs, in order."""
-
-    def __init__(self, only: Optional[Sequence[str]] = None, collect_only: bool = False):
-        self.only = list(only or [])
-        self.collect_only = bool(collect_only)
-        self.missing: List[str] = []
-        self.seen: List[str] = []
-
-    def check(self, names: Sequence[str]) -> None:
-        """Every ``only`` pattern must name at least one of the figure's runs ``names``."""
-        from fnmatch import fnmatch
-
-        bad = [p for p in self.only if not any(fnmatch(n, p) for n in names)]
-        if bad:
-            raise SystemExit(f"--only {' '.join(bad)} names none of this figure's runs at this scale: "
-                             f"{', '.join(names)}")
-
-    def wants(self, name: str, run_dir) -> bool:
-        """True: run ``name`` in ``run_dir`` (train it, or read it back if it has finished); False: skip it."""
-        from fnmatch import fnmatch
-
-        self.seen.append(name)
-        selected = not self.collect_only and (not self.only or any(fnmatch(name, p) for p in self.only))
-        if selected or (Path(run_dir) / "metrics.json").exists():
-            return True
-        self.missing.append(name)
-        return False
-
-    def note(self) -> List[str]:
-        """A table note when runs are missing (else none)."""
-        if not self.missing:
-            return []
-        return [f"Partial: {len(self.seen) - len(self.missing)} of {len(self.seen)} runs have finished; not yet: "
-                f"{', '.join(self.missing)}. No verdict until every run exists (the same command without "
-                "--collect-only / --only trains the rest, resuming any interrupted run)."]
-
-
-def run_mnist_figure(doc: str, argv, scales, compute, notes_for, plot, columns, table: str, figure: str, title: str,
-                     command: str):
-    """The ``main`` of the MNIST figures (2 and 5): parse ``--scale --dataset --data-root --seed``, ``compute``
-    on one thread (``(rows, pictures)``), write ``table`` (``_<dataset>`` beside the mnist10k stand-in's) with
-    ``columns`` and ``notes_for``'s notes plus the wall time, and ``plot(rows, pictures, dataset)``'s figure."""
-    import time
-
-    from dpgen.utils.io import save_figure, write_table
-
-    args = parse_cli(doc, argv, scales, dataset=True)
-    t0 = time.time()
-    sel = RunSelection(args.only, args.collect_only)
-    rows, pics = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress,
-                            dataset=args.dataset, select=sel)
-    if sel.seen and len(sel.missing) == len(sel.seen):
-        raise SystemExit(f"[dpgen] {command}: no run has finished in {runs_dir(figure_name(table, args.dataset), args.scale)} "
-                         f"(not yet: {', '.join(sel.missing)}); run it without --collect-only, or with --only")
-    wall = "" if args.collect_only else f"Wall time {time.time() - t0:.0f} s (1 thread, CPU)."
-    write_table(figure_name(table, args.dataset), rows, columns,
-                title=f"{title} on {args.dataset} ({args.scale} scale)",
-                notes=notes_for(rows, args.scale, args.dataset) + sel.note() + ([wall] if wall else []))
-    save_figure(plot(rows, pics, args.dataset), figure_name(figure, args.dataset))
-    print(f"[dpgen] {command} ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
-
-
-def one_thread(fn, *args, **kwargs):
-    """Run ``fn`` on one torch thread (the machines these run on are shared), then restore."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        torch.set_num_threads(n)
 
 
 class ReleasedSetTask(Task):
@@ -235,13 +133,6 @@ def checkpoint_every(steps: int, every: int = 1000) -> int:
     return max(1, min(int(steps), int(every)))
 
 
-def runs_dir(table: str, scale: str) -> Path:
-    """Where a figure's training runs go: ``outputs/runs/<table>/<scale>/``."""
-    from dpgen.utils.io import outputs_dir
-
-    return outputs_dir() / "runs" / table / scale
-
-
 @torch.no_grad()
 def generate(gen, n: int, seed: int = 123) -> torch.Tensor:
     """``n`` samples of ``gen``, drawn on its own device (a CUDA model needs a CUDA random generator), on the CPU."""
@@ -279,7 +170,3 @@ def load_mnist_images(data_root=None, dataset: str = "mnist10k"):
     xte = as_tensors(load_dataset(dataset, "test", data_root=root))[0]
     return xtr, xte
 
-
-def figure_name(base: str, dataset: str) -> str:
-    """A figure's table / run-folder name: ``base`` for the mnist10k stand-in, ``base_<dataset>`` otherwise."""
-    return base if dataset == "mnist10k" else f"{base}_{dataset}"

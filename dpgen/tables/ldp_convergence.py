@@ -1,6 +1,7 @@
-"""``make fig-ldp-convergence``: entropic-LDP GAN Figure 5 (section 4.5) on the MNIST of ../shared.
+"""Entropic-LDP GAN Figure 5 (section 4.5) on the MNIST of ../shared: ``conf/table/ldp_convergence.yaml``
+(its sizes per scale), run by ``dpgen table ldp_convergence --scale smoke|cpu|paper`` (``make fig-ldp-convergence``).
 
-The 8,000 training images of ``dataset=mnist10k`` (``--dataset mnist``: the full 60,000, the paper's data;
+The 8,000 training images of ``dataset=mnist10k`` (``--datasets mnist``: the full 60,000, the paper's data;
 its files go to ``ldp_convergence_mnist``), flattened to 784-D, are privatised once by the
 Gaussian mechanism (l2 ball of radius 16, a fixed constant: it holds every mnist10k image, so there the
 projection changes nothing, as in section 4.3; the full MNIST has a few images outside it, which are scaled onto
@@ -24,38 +25,37 @@ smallest with the smallest slope for the entropic loss; the Sinkhorn divergence 
 minimise the entropic distance to the privatised data. Writes outputs/tables/ldp_convergence.csv
 (+ .md) and outputs/figures/ldp_fig5_convergence.png.
 
-Splitting it: ``--only 's0.05_*' 's0.1_*' 's0.2_*'`` trains only those run folders (shell patterns), so two processes (or
-sessions) with disjoint ``--only`` share the figure; each writes the table from every finished run, naming
+Splitting it: ``--rows 's0.05_*' 's0.1_*' 's0.2_*'`` trains only those run folders (shell patterns), so two processes (or
+sessions) with disjoint ``--rows`` share the figure; each writes the table from every finished run, naming
 the missing ones (no verdict until all exist); ``--collect-only`` trains nothing and writes it from the
 finished runs. ``make`` passes these as ``ARGS="..."``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from dpgen.config import table_scales
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, RunSelection, figure_name, fit_generator, generate,
-                                     load_mnist_images, run_mnist_figure, runs_dir, w2)
+from dpgen.tables.declared import RunSelection
+from dpgen.tables.ldp_common import MNIST_SETS, fit_generator, generate, load_mnist_images, w2
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 RADIUS = 16.0
 DELTA = 1e-5
-SCALES = table_scales("ldp_convergence")  # conf/scale/{smoke,cpu,paper}.yaml
-COLUMNS = ["loss", "noise_scale", "w2_to_clean", "entropic_w2_to_private", "w2_to_heldout", "w2_private_to_clean",
-           "w2_clean_to_clean", "epsilon", "delta", "reg", "steps", "batch_size", "seconds", "steps_per_s"]
 LR = 1e-3
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
-    """Rows and sample pictures of the runs ``select`` (:class:`~dpgen.tables.ldp_common.RunSelection`; default:
-    all) trains or finds finished, one per (noise scale, loss), in the run folders ``s<noise>_<loss>``."""
-    s = SCALES[scale]
+def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
+    """Rows and sample pictures of the runs ``select`` (:class:`~dpgen.tables.declared.RunSelection`; default:
+    all) trains or finds finished, one per (noise scale, loss), in the run folders ``run_root/s<noise>_<loss>``;
+    ``settings``: the scale's sizes (noise, steps, batch, n_eval)."""
+    s = settings
     select = select or RunSelection()
-    folder = runs_dir(figure_name("ldp_convergence", dataset), scale)
+    folder = Path(run_root)
     select.check([f"s{noise:g}_{loss}" for noise in s["noise"] for loss in LOSSES])
     xtr, xte = load_mnist_images(data_root, dataset)
     clean = xtr.reshape(len(xtr), -1)
@@ -94,8 +94,8 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
     return rows, samples
 
 
-def notes_for(rows, scale, dataset="mnist10k"):
-    s = SCALES[scale]
+def notes_for(rows, settings, scale, dataset="mnist10k"):
+    s = settings
     val = {(r["loss"], r["noise_scale"]): r for r in rows}
     # compared at the noise scales where every loss has finished (all of them once the figure is complete)
     noises = sorted(nz for nz in {r["noise_scale"] for r in rows} if all((l, nz) in val for l in LOSSES))
@@ -142,7 +142,7 @@ def notes_for(rows, scale, dataset="mnist10k"):
     ]
 
 
-def plot(rows, samples, dataset="mnist10k"):
+def plot(rows, samples, settings, dataset="mnist10k"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,11 +178,3 @@ def plot(rows, samples, dataset="mnist10k"):
     fig.tight_layout()
     return fig
 
-
-def main(argv=None):
-    return run_mnist_figure(__doc__, argv, SCALES, compute, notes_for, plot, COLUMNS, "ldp_convergence",
-                            "ldp_fig5_convergence", "Entropic-LDP GAN Figure 5", "fig-ldp-convergence")
-
-
-if __name__ == "__main__":
-    main()

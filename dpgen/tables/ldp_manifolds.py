@@ -1,4 +1,5 @@
-"""``make fig-ldp-manifolds``: entropic-LDP GAN Figure 1 and appendix Figures 6-7 (section 4.2).
+"""Entropic-LDP GAN Figure 1 and appendix Figures 6-7 (section 4.2): ``conf/table/ldp_manifolds.yaml`` (its sizes
+per scale), run by ``dpgen table ldp_manifolds --scale smoke|cpu|paper`` (``make fig-ldp-manifolds``).
 
 Points uniform on a 2-D half-circle / ellipse / rectangle (dpgen.data.synthetic, inside the unit
 ball) are privatised once: Laplace (l1 ball of radius 1, scale b) or Gaussian (l2 ball of radius 1,
@@ -17,30 +18,28 @@ outputs/figures/ldp_fig1_manifolds.png (points) and ldp_manifolds_w2.png (W2 vs 
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from dpgen.config import table_scales
 from dpgen.data.synthetic import manifold_samples
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
 from dpgen.privacy.local import project_l1_ball, project_l2_ball
-from dpgen.tables.ldp_common import fit_generator, generate, one_thread, parse_cli, runs_dir, w2
-from dpgen.utils.io import save_figure, write_table
+from dpgen.tables.ldp_common import fit_generator, generate, w2
 
 LOSSES = ("entropic", "wasserstein", "sinkhorn")
 MECHANISMS = ("laplace", "gaussian")
-SCALES = table_scales("ldp_manifolds")  # conf/scale/{smoke,cpu,paper}.yaml
-COLUMNS = ["shape", "mechanism", "noise_scale", "epsilon", "delta", "loss", "p", "reg", "w2_to_clean",
-           "w2_private_to_clean", "n", "steps", "seconds"]
 LR = 1e-3
 DELTA = 1e-5
 
 
-def compute(scale: str = "smoke", seed: int = 0, progress: bool = True):
-    s = SCALES[scale]
+def compute(settings, run_root, data_root=None, seed: int = 0, progress: bool = True, dataset=None, select=None):
+    """Rows and point clouds of every (shape, mechanism, noise scale, loss) run, in the run folders
+    ``run_root/<shape>_<mechanism>_<noise>_<loss>``; ``settings``: the scale's sizes (shapes, noise, n, steps).
+    ``data_root``, ``dataset``, ``select``: unused (synthetic data; its runs are not split over processes)."""
+    s = settings
     rows, clouds = [], {}
     for shape in s["shapes"]:
         rng = np.random.default_rng([seed, 11])
@@ -60,7 +59,7 @@ def compute(scale: str = "smoke", seed: int = 0, progress: bool = True):
                         target, loss, p, reg, generator="mlp256_uniform", code_dim=2, steps=s["steps"], lr=LR,
                         optimizer="rmsprop", seed=seed, progress=progress,
                         release={"method.mechanism": mech, "privacy.epsilon": eps, "method.radius": 1.0},
-                        run_dir=runs_dir("ldp_manifolds", scale) / f"{shape}_{mech}_{noise:g}_{loss}")
+                        run_dir=Path(run_root) / f"{shape}_{mech}_{noise:g}_{loss}")
                     g = generate(gen, s["n"]).numpy()
                     rows.append({"shape": shape, "mechanism": mech, "noise_scale": noise, "epsilon": eps,
                                  "delta": DELTA if mech == "gaussian" else 0.0, "loss": loss, "p": p,
@@ -92,8 +91,8 @@ def findings(rows):
     return out
 
 
-def notes_for(rows, scale):
-    s = SCALES[scale]
+def notes_for(rows, settings, scale, dataset=None):
+    s = settings
     f = findings(rows)
     notes = [
         f"Setting ({scale}): {s['n']} clean points per shape, unit balls, noise scales {s['noise']} (Laplace b or "
@@ -119,13 +118,13 @@ def notes_for(rows, scale):
     return notes
 
 
-def plot_points(clouds, scale):
+def plot_points(rows, clouds, settings, dataset=None):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s = SCALES[scale]
+    s = settings
     noise = max(s["noise"])
     combos = [(sh, m) for sh in s["shapes"] for m in MECHANISMS]
     fig, axes = plt.subplots(len(combos), 1 + len(LOSSES), figsize=(3.0 * (1 + len(LOSSES)), 2.8 * len(combos)),
@@ -155,7 +154,7 @@ def plot_points(clouds, scale):
     return fig
 
 
-def plot_w2(rows):
+def plot_w2(rows, clouds=None, settings=None, dataset=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,23 +177,3 @@ def plot_w2(rows):
     fig.tight_layout()
     return fig
 
-
-def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES, data_root=False)
-    t0 = time.time()
-    rows, clouds = one_thread(compute, args.scale, args.seed, progress=not args.no_progress)
-    notes = notes_for(rows, args.scale) + [f"Wall time {time.time() - t0:.0f} s on {torch.get_num_threads()} "
-                                           "thread(s), CPU."]
-    write_table("ldp_manifolds", rows, COLUMNS,
-                title=f"Entropic-LDP GAN, synthetic manifolds (Figures 1, 6, 7; {args.scale} scale)", notes=notes)
-    import matplotlib.pyplot as plt
-
-    for fig, name in ((plot_points(clouds, args.scale), "ldp_fig1_manifolds"), (plot_w2(rows), "ldp_manifolds_w2")):
-        save_figure(fig, name)
-        plt.close(fig)
-    print(f"[dpgen] fig-ldp-manifolds ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
-
-
-if __name__ == "__main__":
-    main()

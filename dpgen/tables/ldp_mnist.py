@@ -1,6 +1,7 @@
-"""``make fig-ldp-mnist``: entropic-LDP GAN Figure 2 (section 4.3) on the MNIST of ../shared.
+"""Entropic-LDP GAN Figure 2 (section 4.3) on the MNIST of ../shared: ``conf/table/ldp_mnist.yaml`` (its sizes
+per scale), run by ``dpgen table ldp_mnist --scale smoke|paper`` (``make fig-ldp-mnist``).
 
-The 8,000 training images of ``dataset=mnist10k`` (``--dataset mnist``: the full 60,000, the paper's data;
+The 8,000 training images of ``dataset=mnist10k`` (``--datasets mnist``: the full 60,000, the paper's data;
 its files go to ``ldp_mnist_mnist``) are privatised once without ball projection, the
 sensitivity being the largest norm an image in [0, 1]^784 can have (l1: 784 for Laplace, l2: 28
 for Gaussian), as section 4.3 does (we use the diameter 2r, the correct LDP sensitivity, where the
@@ -17,8 +18,8 @@ lost from the text, so we fix the noise scale (Laplace b, Gaussian s) and report
 gives. Quantitative companion: exact W2 between ``n_eval`` images of each column and as many clean
 held-out images. Writes outputs/tables/ldp_mnist.csv (+ .md) and outputs/figures/ldp_fig2_mnist.png.
 
-Splitting it: ``--only 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
-sessions) with disjoint ``--only`` share the figure; each writes the table from every finished run, naming
+Splitting it: ``--rows 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
+sessions) with disjoint ``--rows`` share the figure; each writes the table from every finished run, naming
 the missing ones (no verdict until all exist); ``--collect-only`` trains nothing and writes it from the
 finished runs. ``make`` passes these as ``ARGS="..."``.
 """
@@ -26,21 +27,20 @@ finished runs. ``make`` passes these as ``ARGS="..."``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from dpgen.config import table_scales
 from dpgen.baselines import tune_wavelet, wavelet_denoise
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (MNIST_SETS, RunSelection, checkpoint_every, figure_name, fit_generator,
-                                     fit_on_release, generate, load_mnist_images, run_mnist_figure, runs_dir, w2)
+from dpgen.tables.declared import RunSelection
+from dpgen.tables.ldp_common import (MNIST_SETS, checkpoint_every, fit_generator, fit_on_release, generate,
+                                     load_mnist_images, w2)
 
 DELTA = 1e-5
 RADIUS = {"laplace": 784.0, "gaussian": 28.0}  # max l1 / l2 norm of an image in [0, 1]^784
-SCALES = table_scales("ldp_mnist")  # conf/scale/{smoke,cpu,paper}.yaml
-COLUMNS = ["mechanism", "noise_scale", "epsilon", "delta", "column", "w2_to_clean", "detail", "seconds"]
 #: the random stream of each mechanism's release, fixed per mechanism: one release per mechanism, whatever else a
 #: process trains. Until 2026-11-27 it was the number of rows made before it, which for the Gaussian release was 3
 #: in a process that trained only ``gaussian_*`` (as the paper-length runs did) and 6 in one that trained or read
@@ -50,13 +50,13 @@ RELEASE_STREAM = {"laplace": 0, "gaussian": 3}
 COLS = ("raw", "privatised", "wavelet_denoised", "wp_gan", "wavelet_wgan_gp", "entropic_wp_gan")
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
+def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
     """Rows and pictures of every column; the three trained columns of each mechanism (run folders
-    ``<mechanism>_{wasserstein,entropic,wgan_gp}``) only where ``select`` (:class:`~dpgen.tables.ldp_common.
-    RunSelection`; default: all) trains them or finds them finished."""
-    s = SCALES[scale]
+    ``run_root/<mechanism>_{wasserstein,entropic,wgan_gp}``) only where ``select`` (:class:`~dpgen.tables.declared.
+    RunSelection`; default: all) trains them or finds them finished. ``settings``: the scale's sizes."""
+    s = settings
     select = select or RunSelection()
-    folder = runs_dir(figure_name("ldp_mnist", dataset), scale)
+    folder = Path(run_root)
     select.check([f"{m}_{k}" for m in ("laplace", "gaussian") for k in ("wasserstein", "entropic", "wgan_gp")])
     xtr, xte = load_mnist_images(data_root, dataset)
     ne = s["n_eval"]
@@ -111,7 +111,7 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True, dataset="mnist
     return rows, pics
 
 
-def plot(pics, dataset="mnist10k"):
+def plot(rows, pics, settings, dataset="mnist10k"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,7 +122,7 @@ def plot(pics, dataset="mnist10k"):
     for i, mech in enumerate(("laplace", "gaussian")):
         for j, col in enumerate(COLS):
             axes[i, j].axis("off")
-            if (mech, col) not in pics:  # a run that has not finished (--only / --collect-only)
+            if (mech, col) not in pics:  # a run that has not finished (--rows / --collect-only)
                 axes[i, j].text(0.5, 0.5, "not run yet", ha="center", va="center", fontsize=8)
             else:
                 grid = make_grid(pics[(mech, col)].clamp(0, 1), nrow=2, pad_value=1.0)
@@ -133,8 +133,8 @@ def plot(pics, dataset="mnist10k"):
     return fig
 
 
-def notes_for(rows, scale, dataset="mnist10k"):
-    s = SCALES[scale]
+def notes_for(rows, settings, scale, dataset="mnist10k"):
+    s = settings
     val = {(r["mechanism"], r["column"]): r["w2_to_clean"] for r in rows}
     notes = [f"Setting ({scale}): {MNIST_SETS[dataset]}, noise scale {s['noise']} for both mechanisms, dcgan28 "
              f"generators, {s['steps']} steps (entropic / W_p, Adam lr 1e-3, batch {s['batch']}), WGAN-GP "
@@ -158,11 +158,3 @@ def notes_for(rows, scale, dataset="mnist10k"):
         notes.append(f"{mech}: W2 to clean -- " + ", ".join(f"{c} {val[(mech, c)]:.3g}" for c in have) + best)
     return notes
 
-
-def main(argv=None):
-    return run_mnist_figure(__doc__, argv, SCALES, compute, notes_for, lambda rows, pics, ds: plot(pics, ds), COLUMNS,
-                            "ldp_mnist", "ldp_fig2_mnist", "Entropic-LDP GAN Figure 2", "fig-ldp-mnist")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""``make fig-ldp-trainsize``: entropic-LDP GAN Figure 11 (appendix 5.5) on the MNIST of ../shared.
+"""Entropic-LDP GAN Figure 11 (appendix 5.5) on the MNIST of ../shared: ``conf/table/ldp_trainsize.yaml`` (its
+sizes per scale), run by ``dpgen table ldp_trainsize --scale smoke|paper`` (``make fig-ldp-trainsize``).
 
 The first n of the 8,000 ``mnist10k`` training images (flattened), privatised by the Gaussian
 mechanism (l2 ball of radius 16: no image changes; noise std s), train the FC 2x500 generator
@@ -11,27 +12,24 @@ Writes outputs/tables/ldp_trainsize.csv (+ .md) and outputs/figures/ldp_fig11_tr
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from dpgen.config import table_scales
 from dpgen.losses.entropic import matched_loss_params
 from dpgen.methods.entropic_ldp import epsilon_for_noise_scale, privatise
-from dpgen.tables.ldp_common import (fit_generator, generate, load_mnist_images, one_thread, parse_cli, runs_dir,
-                                     w2)
-from dpgen.utils.io import save_figure, write_table
+from dpgen.tables.ldp_common import fit_generator, generate, load_mnist_images, w2
 
 RADIUS = 16.0
 DELTA = 1e-5
-SCALES = table_scales("ldp_trainsize")  # conf/scale/{smoke,cpu,paper}.yaml
-COLUMNS = ["n", "noise_scale", "epsilon", "w2_to_train", "w2_to_test", "steps", "batch_size", "seconds"]
 
 
-def compute(scale="smoke", data_root=None, seed=0, progress=True):
-    s = SCALES[scale]
-    xtr, xte = load_mnist_images(data_root)
+def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="mnist10k", select=None):
+    """One row per training-set size n, each a run in ``run_root/n<n>``; ``settings``: the scale's sizes (noise, n,
+    steps, batch, n_eval). ``select``: unused (its runs are not split over processes). Pictures: none."""
+    s = settings
+    xtr, xte = load_mnist_images(data_root, dataset)
     clean = xtr.reshape(len(xtr), -1).numpy()
     ne = s["n_eval"]
     ref_test = xte.reshape(len(xte), -1)[:ne].numpy()
@@ -45,16 +43,16 @@ def compute(scale="smoke", data_root=None, seed=0, progress=True):
             target, "entropic", p, reg, generator="fc500", code_dim=2, steps=s["steps"], batch_size=s["batch"],
             lr=1e-3, optimizer="adam", seed=seed, progress=progress, preset="ldp_mnist_convergence",
             release={"method.mechanism": "gaussian", "privacy.epsilon": eps, "method.radius": RADIUS},
-            run_dir=runs_dir("ldp_trainsize", scale) / f"n{n}")
+            run_dir=Path(run_root) / f"n{n}")
         g = generate(gen, ne).numpy()
         m = min(ne, n)
         rows.append({"n": n, "noise_scale": sc, "epsilon": eps, "w2_to_train": w2(g[:m], clean[:m]),
                      "w2_to_test": w2(g, ref_test), "steps": s["steps"], "batch_size": min(s["batch"], n),
                      "seconds": round(sec, 1)})
-    return rows
+    return rows, {}
 
 
-def plot(rows):
+def plot(rows, pictures=None, settings=None, dataset=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,29 +72,17 @@ def plot(rows):
     return fig
 
 
-def main(argv=None):
-    args = parse_cli(__doc__, argv, SCALES)
-    t0 = time.time()
-    rows = one_thread(compute, args.scale, args.data_root, args.seed, progress=not args.no_progress)
-    s = SCALES[args.scale]
+
+def notes_for(rows, settings, scale, dataset="mnist10k"):
+    s = settings
     dec = all(a["w2_to_test"] >= b["w2_to_test"] for a, b in zip(rows, rows[1:]))
     gap = max(abs(r["w2_to_train"] - r["w2_to_test"]) for r in rows)
-    notes = [
-        f"Setting ({args.scale}): Gaussian s = {s['noise']}, l2 ball radius {RADIUS:g}, FC 2x500 + 2-D uniform latent, "
+    return [
+        f"Setting ({scale}): Gaussian s = {s['noise']}, l2 ball radius {RADIUS:g}, FC 2x500 + 2-D uniform latent, "
         f"entropic W2 (lambda = 2 s^2), Adam lr 1e-3, {s['steps']} steps of batch {s['batch']}; W2 exact on "
         f"{s['n_eval']} generated vs min(n, {s['n_eval']}) clean training images (train) and {s['n_eval']} held-out "
         "test images (test). Note: with n < n_eval the train reference has only n points.",
         "Paper (Figure 11, shape only): both curves decrease with n and stay close (no overfitting).",
         f"Ours: W2 to test {'decreases' if dec else 'does not decrease monotonically'} with n; largest "
         f"|train - test| gap {gap:.3g}.",
-        f"Wall time {time.time() - t0:.0f} s (1 thread, CPU).",
     ]
-    write_table("ldp_trainsize", rows, COLUMNS, title=f"Entropic-LDP GAN Figure 11 on mnist10k ({args.scale} scale)",
-                notes=notes)
-    save_figure(plot(rows), "ldp_fig11_trainsize")
-    print(f"[dpgen] fig-ldp-trainsize ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
 """Entropic-LDP GAN: losses (geomloss <-> POT mapping), the one-time release, config errors, a fit."""
 
+import csv
 import json
 from pathlib import Path
 
@@ -286,17 +287,36 @@ def test_wavelet_denoising_and_its_oracle_tuning_reduce_the_error():
     np.testing.assert_allclose(wavelet_denoise(clean, "haar", 2, 0.0), clean, atol=1e-10)  # threshold 0: identity
 
 
-def test_the_manifold_figure_trains_each_cell_through_the_one_loop(tmp_path, monkeypatch):
-    """fig-ldp-manifolds: every (mechanism, noise, loss) cell is a method=entropic_ldp run of the one loop,
-    with its own run folder and config.yaml (a tiny scale: 60 points, 5 steps)."""
-    from dpgen.tables import ldp_manifolds
+def _tiny_table(tmp_path, name, smoke):
+    """conf/table/<name>.yaml with ``smoke`` as its smoke scale, written to a file of the same name (the same
+    output and run-folder names) for ``dpgen table`` (:func:`dpgen.tables.declared.run_table`)."""
+    import yaml
 
-    monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path))
-    monkeypatch.setitem(ldp_manifolds.SCALES, "smoke", {"shapes": ["half_circle"], "noise": [0.3], "n": 60,
-                                                        "steps": 5})
-    rows, _ = ldp_manifolds.compute("smoke", progress=False)
-    assert len(rows) == 2 * 3 and all(r["steps"] == 5 and r["w2_to_clean"] > 0 for r in rows)
-    runs = sorted((tmp_path / "runs" / "ldp_manifolds" / "smoke").iterdir())
+    from dpgen.tables.declared import table_path
+
+    spec = yaml.safe_load(table_path(name).read_text())
+    spec["scales"]["smoke"] = smoke
+    path = tmp_path / "conf_table" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+def test_the_manifold_figure_trains_each_cell_through_the_one_loop(outputs_tmp, capsys):
+    """fig-ldp-manifolds: every (mechanism, noise, loss) cell is a method=entropic_ldp run of the one loop,
+    with its own run folder and config.yaml (a tiny scale: 60 points, 5 steps), through ``dpgen table``."""
+    from dpgen.tables import declared
+
+    yaml_file = _tiny_table(outputs_tmp, "ldp_manifolds", {"shapes": ["half_circle"], "noise": [0.3], "n": 60,
+                                                           "steps": 5})
+    assert declared.main([yaml_file, "--scale", "smoke", "--seed", "0", "--no-progress"]) == 0
+    rows = list(csv.DictReader((outputs_tmp / "tables" / "ldp_manifolds.csv").open()))
+    assert len(rows) == 2 * 3 and all(r["steps"] == "5" and float(r["w2_to_clean"]) > 0 for r in rows)
+    assert "[dpgen] table ldp_manifolds (smoke) took" in capsys.readouterr().out
+    assert "Wall time" in (outputs_tmp / "tables" / "ldp_manifolds.md").read_text()
+    for fig in ("ldp_fig1_manifolds", "ldp_manifolds_w2"):
+        assert (outputs_tmp / "figures" / f"{fig}.png").exists()
+    runs = sorted((outputs_tmp / "runs" / "ldp_manifolds" / "smoke").iterdir())
     assert len(runs) == 6 and all((r / "config.yaml").exists() and (r / "metrics.json").exists() for r in runs)
     m = json.loads((runs[0] / "metrics.json").read_text())
     assert m["method"] == "entropic_ldp" and m["steps"] == 5 and m["privacy"]["guarantee"].startswith("local DP")
@@ -319,21 +339,20 @@ def test_the_wgan_gp_baseline_is_a_method_of_the_one_loop(tmp_path):
     assert x.shape == (4, 1, 28, 28)
 
 
-def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monkeypatch):
-    """fig-ldp-mnist / fig-ldp-convergence with ``--dataset mnist`` (the paper's 60,000 images; here the fake
+def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monkeypatch, capsys):
+    """fig-ldp-mnist / fig-ldp-convergence with ``--datasets mnist`` (the paper's 60,000 images; here the fake
     files' 1,000): the whole train split is privatised and trained on, and the files are named for it, beside
     the mnist10k stand-in's (a tiny scale: 4 steps)."""
-    from dpgen.tables import ldp_convergence, ldp_mnist
+    from dpgen.tables import declared, ldp_convergence, ldp_mnist
 
-    monkeypatch.setitem(ldp_convergence.SCALES, "smoke", {"noise": [0.1, 0.3], "steps": 4, "batch": 16,
-                                                           "n_eval": 40})
-    monkeypatch.setitem(ldp_mnist.SCALES, "smoke", {"noise": 1.0, "steps": 4, "wgan_steps": 2, "batch": 16,
-                                                    "n_eval": 40, "n_tune": 8})
+    fig5 = _tiny_table(outputs_tmp, "ldp_convergence", {"noise": [0.1, 0.3], "steps": 4, "batch": 16, "n_eval": 40})
+    fig2 = _tiny_table(outputs_tmp, "ldp_mnist", {"noise": 1.0, "steps": 4, "wgan_steps": 2, "batch": 16,
+                                                  "n_eval": 40, "n_tune": 8})
     seen = []
     real = ldp_convergence.privatise
     monkeypatch.setattr(ldp_convergence, "privatise", lambda x, *a, **kw: seen.append(len(x)) or real(x, *a, **kw))
-    args = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
-    rows5 = ldp_convergence.main(args)
+    kw = dict(data_root=str(fake_data_root), datasets=["mnist"], progress=False)
+    rows5 = declared.run_table(fig5, "smoke", **kw)
     assert seen == [1000, 1000] and len(rows5) == 6 and all(r["steps"] == 4 and r["w2_to_clean"] > 0 for r in rows5)
     # the estimator's floor: 40 other clean training images against the same 40, by POT's exact solver here
     import ot
@@ -343,7 +362,7 @@ def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monk
     clean = load_mnist_images(fake_data_root, "mnist")[0].reshape(1000, -1).double().numpy()
     floor = np.sqrt(ot.emd2([], [], ot.dist(clean[40:80], clean[:40])))
     assert all(r["w2_clean_to_clean"] == pytest.approx(floor, rel=1e-6) for r in rows5)
-    rows2 = ldp_mnist.main(args)
+    rows2 = declared.run_table(fig2, "smoke", **kw)
     assert {r["column"] for r in rows2} == set(ldp_mnist.COLS) and all(np.isfinite(r["w2_to_clean"]) for r in rows2)
     for name in ("ldp_convergence_mnist", "ldp_mnist_mnist"):
         assert "full MNIST" in (outputs_tmp / "tables" / f"{name}.md").read_text()
@@ -352,42 +371,46 @@ def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monk
         assert runs and all("name: mnist\n" in (r / "config.yaml").read_text() for r in runs)
     for fig in ("ldp_fig5_convergence_mnist", "ldp_fig2_mnist_mnist"):
         assert (outputs_tmp / "figures" / f"{fig}.png").exists()
-    with pytest.raises(SystemExit):  # argparse names the choices
-        ldp_convergence.main(["--dataset", "cifar10"])
+    capsys.readouterr()
+    assert declared.main([fig5, "--dataset", "cifar10"]) == 2  # the choices named
+    assert "'cifar10' is not one of mnist10k, mnist" in capsys.readouterr().err
 
 
-def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_root, monkeypatch):
-    """``--only`` trains a subset of a figure's runs (two processes or sessions share the figure), the table then
+def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_root):
+    """``--rows`` trains a subset of a figure's runs (two processes or sessions share the figure), the table then
     holds every finished run and says which are missing, with no verdict; ``--collect-only`` trains nothing and
     reads the finished runs back unchanged; a pattern naming no run, or nothing finished, is a clear error."""
-    from dpgen.tables import ldp_convergence, ldp_mnist
+    from dpgen.tables import declared, ldp_convergence, ldp_mnist
 
-    monkeypatch.setitem(ldp_convergence.SCALES, "smoke", {"noise": [0.1, 0.3], "steps": 3, "batch": 16,
-                                                           "n_eval": 40})
-    monkeypatch.setitem(ldp_mnist.SCALES, "smoke", {"noise": 1.0, "steps": 3, "wgan_steps": 2, "batch": 16,
-                                                    "n_eval": 40, "n_tune": 8})
-    base = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
+    fig5 = _tiny_table(outputs_tmp, "ldp_convergence", {"noise": [0.1, 0.3], "steps": 3, "batch": 16, "n_eval": 40})
+    fig2 = _tiny_table(outputs_tmp, "ldp_mnist", {"noise": 1.0, "steps": 3, "wgan_steps": 2, "batch": 16,
+                                                  "n_eval": 40, "n_tune": 8})
+    kw = dict(data_root=str(fake_data_root), datasets=["mnist"], progress=False)
+
+    def fig_5(**more):
+        return declared.run_table(fig5, "smoke", **kw, **more)
+
     md = outputs_tmp / "tables" / "ldp_convergence_mnist.md"
     runs = outputs_tmp / "runs" / "ldp_convergence_mnist" / "smoke"
-    with pytest.raises(SystemExit, match="no run has finished"):
-        ldp_convergence.main(base + ["--collect-only"])
-    with pytest.raises(SystemExit, match="s0.2_\\* names none.*s0.1_entropic"):
-        ldp_convergence.main(base + ["--only", "s0.2_*"])
-    first = ldp_convergence.main(base + ["--only", "s0.1_*"])
+    with pytest.raises(ValueError, match="no run has finished"):
+        fig_5(collect_only=True)
+    with pytest.raises(ValueError, match="--rows s0.2_\\* names none.*s0.1_entropic"):
+        fig_5(rows=["s0.2_*"])
+    first = fig_5(rows=["s0.1_*"])
     assert sorted(p.name for p in runs.iterdir()) == ["s0.1_entropic", "s0.1_sinkhorn", "s0.1_wasserstein"]
     assert {(r["noise_scale"], r["loss"]) for r in first} == {(0.1, l) for l in ldp_convergence.LOSSES}
     text = md.read_text()
     assert "Partial: 3 of 6 runs" in text and "s0.3_entropic" in text and "Verdict: none yet" in text
-    again = ldp_convergence.main(base + ["--collect-only"])  # reads back, trains nothing
+    again = fig_5(collect_only=True)  # reads back, trains nothing
     assert sorted(p.name for p in runs.iterdir()) == ["s0.1_entropic", "s0.1_sinkhorn", "s0.1_wasserstein"]
     assert [r["w2_to_clean"] for r in again] == [r["w2_to_clean"] for r in first]
-    whole = ldp_convergence.main(base + ["--only", "s0.3_*"])
+    whole = fig_5(rows=["s0.3_*"])
     assert len(whole) == 6 and [r["w2_to_clean"] for r in whole[:3]] == [r["w2_to_clean"] for r in first]
     text = md.read_text()
     assert "Partial" not in text and "Verdict: the paper's" in text and "Verdict: none yet" not in text
     assert (outputs_tmp / "figures" / "ldp_fig5_convergence_mnist.png").exists()
 
-    rows2 = ldp_mnist.main(base + ["--only", "gaussian_*"])  # Figure 2: the laplace row keeps its untrained columns
+    rows2 = declared.run_table(fig2, "smoke", rows=["gaussian_*"], **kw)  # Figure 2: laplace keeps 3 columns
     cols = {(r["mechanism"], r["column"]) for r in rows2}
     assert {c for m, c in cols if m == "gaussian"} == set(ldp_mnist.COLS)
     assert {c for m, c in cols if m == "laplace"} == {"raw", "privatised", "wavelet_denoised"}
@@ -395,7 +418,7 @@ def test_figure_runs_split_over_processes_and_collect(outputs_tmp, fake_data_roo
     assert "Not run yet: wp_gan, wavelet_wgan_gp, entropic_wp_gan" in text and "Partial: 3 of 6 runs" in text
     assert (outputs_tmp / "figures" / "ldp_fig2_mnist_mnist.png").exists()
     # the other half in a second process: the Gaussian release it draws is the one the Gaussian runs trained on
-    rows3 = ldp_mnist.main(base + ["--only", "laplace_*"])
+    rows3 = declared.run_table(fig2, "smoke", rows=["laplace_*"], **kw)
     gauss = {r["column"]: r["w2_to_clean"] for r in rows2 if r["mechanism"] == "gaussian"}
     # equal up to rounding: on CUDA the generators' samples are recomputed with non-deterministic kernels (an H100
     # gave differences of 4e-11 relative); another release would move W2 by far more than 1e-6
@@ -409,8 +432,9 @@ def test_figure_5_verdict_says_when_w2_cannot_resolve_the_generators():
     closer to the clean images than other clean images are, the verdict says the measure cannot rank them
     (full MNIST at the paper's length: generators 5.15-5.22, two sets of 2,000 clean images 5.87 apart)."""
     from dpgen.tables import ldp_convergence
+    from dpgen.tables.declared import load_table
 
-    scale = ldp_convergence.SCALES["paper"]
+    scale = load_table("ldp_convergence", "paper")["settings"]
 
     def rows(w2s, floor):
         return [{"loss": l, "noise_scale": nz, "w2_to_clean": w2s[i], "entropic_w2_to_private": 1.0 + i,
@@ -419,14 +443,14 @@ def test_figure_5_verdict_says_when_w2_cannot_resolve_the_generators():
 
     n = len(scale["noise"]) * len(ldp_convergence.LOSSES)
     flat = [5.15 + 0.004 * i for i in range(n)]
-    text = " ".join(ldp_convergence.notes_for(rows(flat, 5.87), "paper", "mnist"))
+    text = " ".join(ldp_convergence.notes_for(rows(flat, 5.87), scale, "paper", "mnist"))
     assert "cannot show it here" in text and f"{n} of {n} generators are closer" in text and "W2 5.87" in text
     # one generator above the floor: the measure resolves something, the claim is checked as before
-    text = " ".join(ldp_convergence.notes_for(rows(flat[:-1] + [6.0], 5.87), "paper", "mnist"))
+    text = " ".join(ldp_convergence.notes_for(rows(flat[:-1] + [6.0], 5.87), scale, "paper", "mnist"))
     assert "cannot show it here" not in text and "Verdict: the paper's claim" in text
     assert f"{n - 1} of {n} generators" in text
     # no floor (fewer than 2 n_eval training images): no reference sentence, the old verdict
-    text = " ".join(ldp_convergence.notes_for(rows(flat, None), "paper", "mnist"))
+    text = " ".join(ldp_convergence.notes_for(rows(flat, None), scale, "paper", "mnist"))
     assert "Reference:" not in text and "Verdict: the paper's claim" in text
 
 
@@ -435,6 +459,9 @@ def test_figure_2_notes_do_not_rank_generators_below_the_sampling_floor():
     images against as many held-out ones, 6.41) and 0.006 apart; the notes say W2 cannot rank them there, and
     name the best only when at most one column is below that floor."""
     from dpgen.tables import ldp_mnist
+    from dpgen.tables.declared import load_table
+
+    paper = load_table("ldp_mnist", "paper")["settings"]
 
     def rows(wp, ent, gp, raw=6.41):
         val = {"raw": raw, "privatised": 28.6, "wavelet_denoised": 7.09, "wp_gan": wp, "wavelet_wgan_gp": gp,
@@ -442,10 +469,10 @@ def test_figure_2_notes_do_not_rank_generators_below_the_sampling_floor():
         return [{"mechanism": m, "column": c, "w2_to_clean": v} for m in ("laplace", "gaussian")
                 for c, v in val.items()]
 
-    text = " ".join(ldp_mnist.notes_for(rows(5.3828, 5.3764, 7.09), "paper", "mnist"))
+    text = " ".join(ldp_mnist.notes_for(rows(5.3828, 5.3764, 7.09), paper, "paper", "mnist"))
     assert "entropic_wp_gan and wp_gan are closer to the held-out images" in text and "raw 6.41" in text
     assert "Best of" not in text
-    text = " ".join(ldp_mnist.notes_for(rows(7.5, 5.38, 7.09), "paper", "mnist"))
+    text = " ".join(ldp_mnist.notes_for(rows(7.5, 5.38, 7.09), paper, "paper", "mnist"))
     assert "Best of the denoisers/generators: entropic_wp_gan." in text and "cannot rank" not in text
 
 
@@ -458,13 +485,13 @@ def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(o
     import sys
     import threading
 
-    from dpgen.tables import ldp_convergence
+    from dpgen.tables import declared
     from dpgen.utils.run_dir import RunDirBusy
 
-    monkeypatch.setitem(ldp_convergence.SCALES, "smoke", {"noise": [0.1], "steps": 3, "batch": 16, "n_eval": 40})
+    fig5 = _tiny_table(outputs_tmp, "ldp_convergence", {"noise": [0.1], "steps": 3, "batch": 16, "n_eval": 40})
     monkeypatch.setattr("dpgen.tables.ldp_common._WAIT_S", 60.0)
-    base = ["--scale", "smoke", "--dataset", "mnist", "--data-root", str(fake_data_root), "--no-progress"]
-    first = ldp_convergence.main(base + ["--only", "s0.1_*"])
+    kw = dict(data_root=str(fake_data_root), datasets=["mnist"], progress=False)
+    first = declared.run_table(fig5, "smoke", rows=["s0.1_*"], **kw)
     def hold(folder):  # another live process holds the run folder's lock until killed
         p = subprocess.Popen([sys.executable, "-c", "import time; from dpgen.utils.run_dir import claim_run_dir; "
                               f"claim_run_dir({str(folder)!r}, 'auto'); print('held', flush=True); time.sleep(60)"],
@@ -477,7 +504,7 @@ def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(o
         assert holder.stdout.readline().strip() == "held"
         # the other process finishes reading it back (reaped: a zombie's pid still looks alive)
         threading.Timer(3.0, lambda: (holder.kill(), holder.wait())).start()
-        again = ldp_convergence.main(base + ["--collect-only"])
+        again = declared.run_table(fig5, "smoke", collect_only=True, **kw)
         assert [r["w2_to_clean"] for r in again] == [r["w2_to_clean"] for r in first]
     finally:
         holder.kill()
@@ -487,7 +514,7 @@ def test_two_split_processes_reading_back_the_same_finished_run_do_not_collide(o
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirBusy, match="held by another live run"):
-            ldp_convergence.main(base + ["--only", "s0.1_entropic"])
+            declared.run_table(fig5, "smoke", rows=["s0.1_entropic"], **kw)
     finally:
         holder.kill()
         holder.wait()

@@ -14,7 +14,44 @@ def test_every_table_of_conf_table_loads_at_each_of_its_scales():
         scales = OmegaConf.load(declared.table_path(name)).get("scales") or {"smoke": {}}
         for scale in scales:
             spec = declared.load_table(name, scale)
+            if spec.get("compute"):  # a computed table: its code makes the rows from the scale's settings
+                assert spec["settings"] and spec["columns"]
+                continue
             assert spec["cells"] and spec["columns"] and spec["seeds"]
+
+
+def test_the_ldp_figures_are_computed_tables_whose_hooks_import():
+    """The entropic-LDP figures are YAMLs of conf/table/ run by the one runner: their sizes per scale (the figures'
+    own: no cpu scale for Figures 2 and 11), their compute, notes and plot functions."""
+    from dpgen.utils.objects import import_object
+
+    for name, scales in (("ldp_manifolds", ["cpu", "paper", "smoke"]), ("ldp_convergence", ["cpu", "paper", "smoke"]),
+                         ("ldp_mnist", ["paper", "smoke"]), ("ldp_trainsize", ["paper", "smoke"])):
+        from omegaconf import OmegaConf
+
+        raw = OmegaConf.to_container(OmegaConf.load(declared.table_path(name)))
+        assert sorted(raw["scales"]) == scales
+        for hook in [raw["compute"], raw["notes_from"], *raw["plots"].values()]:
+            assert callable(import_object(hook, "hook"))
+    assert declared.load_table("ldp_mnist", "paper")["settings"]["steps"] == 9000
+    with pytest.raises(ValueError, match="scale=cpu is not one of its scales \\(smoke, paper\\)"):
+        declared.load_table("ldp_mnist", "cpu")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["ldp_manifolds", "--rows", "half_circle_*"], "cannot split its runs over processes"),
+    (["ldp_manifolds", "--collect-only"], "cannot split its runs over processes"),
+    (["ldp_manifolds", "--datasets", "mnist"], "reads no dataset; leave --datasets out"),
+    (["ldp_mnist", "--seeds", "0,1"], "--seeds 0,1: table ldp_mnist is computed from one seed"),
+    (["ldp_mnist", "--set", "trainer.lr=1"], "--set: table ldp_mnist is computed by dpgen.tables.ldp_mnist.compute"),
+    (["ldp_mnist", "--generations", "2"], "--generations: table ldp_mnist is computed"),
+    (["ldp_mnist", "--datasets", "cifar10"], "'cifar10' is not one of mnist10k, mnist"),
+    (["ldp_trainsize", "--scale", "cpu"], "scale=cpu is not one of its scales"),
+])
+def test_a_computed_table_refuses_what_does_not_apply_to_it(argv, says, capsys):
+    """Refused before anything trains, each with the value and the fix."""
+    assert declared.main(argv) == 2
+    assert says in capsys.readouterr().err
 
 
 def test_bad_names_and_scales_say_what_exists(tmp_path):
