@@ -35,12 +35,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from dpgen.tasks.finished_run import ReleaseError, load_generator  # noqa: F401  (the release's API)
+
 USAGE = ("usage: dpgen sample <run folder> [n=<samples>] [seed=<int>] [out=<folder>] [device=cpu|cuda] "
          "[allow_non_private=true]")
-
-
-class ReleaseError(ValueError):
-    """The run cannot be released (the message names the file or value and the fix)."""
 
 
 def _sha256(path: Path) -> str:
@@ -69,45 +67,6 @@ def _version() -> str:
         return version("dpgen")
     except Exception:  # a checkout that is not installed
         return "unknown (not installed)"
-
-
-def load_generator(run: Path, device: str = "cpu"):
-    """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
-    its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
-    ``last.pt``): a folder whose ``metrics.json`` describes another step is refused."""
-    from omegaconf import OmegaConf
-
-    from dpgen.config import register_configs
-    from dpgen.models import generator_from_config
-    from dpgen.train.run_record import load_checkpoint_file, read_run
-
-    run = Path(run)
-    for name in ("config.yaml", "checkpoints/last.pt", "metrics.json"):
-        if not (run / name).exists():
-            raise ReleaseError(f"{run / name} is missing: give the folder of a finished generation run (resume it "
-                               f"with resume=auto hydra.run.dir={run} to finish it)")
-    register_configs()
-    cfg = OmegaConf.load(run / "config.yaml")
-    state = load_checkpoint_file(run / "checkpoints" / "last.pt", materialise=True)
-    record = read_run(run, state=state)
-    if record.status == "stale":
-        raise ReleaseError(f"{record.stale_reason()}. Finish it (python run.py <its overrides> resume=auto "
-                           f"hydra.run.dir={run}) and sample again.")
-    metrics = record.metrics
-    if metrics.get("task") != "generation":
-        raise ReleaseError(f"{run} is a task={metrics.get('task')} run: only a generation run has a generator to sample")
-    if record.privacy is None:
-        raise ReleaseError(f"{run / 'checkpoints' / 'last.pt'} records no privacy report for its weights: release "
-                           "a run trained by this dpgen")
-    shape = tuple(int(s) for s in (cfg.dataset.shape or ()))
-    if not shape:
-        raise ReleaseError(f"{run / 'config.yaml'} declares no dataset.shape: the generator's output shape is unknown")
-    k = int(cfg.dataset.num_classes or 0)
-    gen = generator_from_config(cfg.model, shape, k)
-    weights = state.get("ema") or state["models"]  # the evaluated model: the EMA when the run kept one
-    gen.load_state_dict({key.split(".", 1)[1]: v for key, v in weights.items() if key.startswith("generator.")})
-    gen.to(device).eval()
-    return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
 
 
 def draw(gen, n: int, seed: int, device: str = "cpu"):

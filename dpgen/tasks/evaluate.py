@@ -88,7 +88,7 @@ class RunGenerations:
 
     def _generator(self):
         if self._loaded is None:
-            from dpgen.release import load_generator
+            from dpgen.tasks.finished_run import load_generator
             from dpgen.utils.device import resolve_device
 
             device = resolve_device(self.cfg.trainer.device)

@@ -1,0 +1,52 @@
+"""A finished generation run read back from its files: its config, metrics, evaluated generator and the privacy
+of those weights (``task=evaluate`` draws more synthetic sets from it; ``dpgen release`` publishes them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ReleaseError(ValueError):
+    """The run cannot be released (the message names the file or value and the fix)."""
+
+
+def load_generator(run: Path, device: str = "cpu"):
+    """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
+    its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
+    ``last.pt``): a folder whose ``metrics.json`` describes another step is refused."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import register_configs
+    from dpgen.models import generator_from_config
+    from dpgen.train.run_record import load_checkpoint_file, read_run
+
+    run = Path(run)
+    for name in ("config.yaml", "checkpoints/last.pt", "metrics.json"):
+        if not (run / name).exists():
+            raise ReleaseError(f"{run / name} is missing: give the folder of a finished generation run (resume it "
+                               f"with resume=auto hydra.run.dir={run} to finish it)")
+    register_configs()
+    cfg = OmegaConf.load(run / "config.yaml")
+    state = load_checkpoint_file(run / "checkpoints" / "last.pt", materialise=True)
+    record = read_run(run, state=state)
+    if record.status == "stale":
+        raise ReleaseError(f"{record.stale_reason()}. Finish it (python run.py <its overrides> resume=auto "
+                           f"hydra.run.dir={run}) and sample again.")
+    metrics = record.metrics
+    if metrics.get("task") != "generation":
+        raise ReleaseError(f"{run} is a task={metrics.get('task')} run: only a generation run has a generator to sample")
+    if record.privacy is None:
+        raise ReleaseError(f"{run / 'checkpoints' / 'last.pt'} records no privacy report for its weights: release "
+                           "a run trained by this dpgen")
+    shape = tuple(int(s) for s in (cfg.dataset.shape or ()))
+    if not shape:
+        raise ReleaseError(f"{run / 'config.yaml'} declares no dataset.shape: the generator's output shape is unknown")
+    k = int(cfg.dataset.num_classes or 0)
+    gen = generator_from_config(cfg.model, shape, k)
+    weights = state.get("ema") or state["models"]  # the evaluated model: the EMA when the run kept one
+    gen.load_state_dict({key.split(".", 1)[1]: v for key, v in weights.items() if key.startswith("generator.")})
+    gen.to(device).eval()
+    return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
+
+
+__all__ = ["ReleaseError", "load_generator"]
