@@ -21,6 +21,15 @@ def ledger_for(mechanism, privacy, steps: int = 0, **overrides):
     return make_ledger(mechanism, steps=steps, **kw)
 
 
+def poisson_gaussian(cfg, info, sensitivity: float, label: str):
+    """The release of a Poisson method: batches of ``trainer.batch_size`` of the ``info.n_private`` records (q = B /
+    n), Gaussian noise of ``method.noise_multiplier`` (None: calibrated) x ``sensitivity``."""
+    from dpgen.privacy.mechanisms import SubsampledGaussian
+
+    return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
+                              sensitivity=float(sensitivity), label=label)
+
+
 class LedgerState:
     """The ledger part of a method's state: what the loop persists before it publishes anything
     (dpgen.train.publication), small enough to write at every log line."""

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from dpgen.methods.base import ledger_for
+from dpgen.methods.base import ledger_for, poisson_gaussian
 from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import register
@@ -124,8 +124,7 @@ class DPDANN(DANN):
     @classmethod
     def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
         """Poisson batches of the private target, per-sample clipping of the target term (sensitivity C)."""
-        return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
-                                  sensitivity=float(cfg.method.clip), label="DP-DANN (target term)")
+        return poisson_gaussian(cfg, info, cfg.method.clip, "DP-DANN (target term)")
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=None, **kw):
         super().__init__(cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=disc)

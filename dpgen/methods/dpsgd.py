@@ -56,7 +56,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dpgen.methods.base import Method, ledger_for
+from dpgen.methods.base import Method, ledger_for, poisson_gaussian
 from dpgen.methods.registry import register
 from dpgen.utils.labels import label_in_range, safe_labels
 from dpgen.privacy.ledger import RELATIONS
@@ -217,8 +217,7 @@ class DPSGD(Method):
     @classmethod
     def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
         """Poisson batches of B of the n records, per-sample gradients clipped to C (sensitivity C)."""
-        return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
-                                  sensitivity=float(cfg.method.clip), label="DP-SGD")
+        return poisson_gaussian(cfg, info, cfg.method.clip, "DP-SGD")
 
     def __init__(
         self,

@@ -67,7 +67,7 @@ import torch
 import torch.nn as nn
 
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
-from dpgen.methods.base import GenerativeMethod, ledger_for
+from dpgen.methods.base import GenerativeMethod, ledger_for, poisson_gaussian
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
@@ -264,8 +264,7 @@ class _PrivateMixin:
     @classmethod
     def poisson_mechanism(cls, cfg, info, label: str) -> SubsampledGaussian:
         """A Poisson variant's release: the batch of B of the n records, noise x the clip mode's sensitivity."""
-        return SubsampledGaussian(cls.accountant_sampling, cfg.trainer.batch_size / info.n_private,
-                                  cfg.method.noise_multiplier, sensitivity=cls.clip_sensitivity(cfg), label=label)
+        return poisson_gaussian(cfg, info, cls.clip_sensitivity(cfg), label)
 
     @staticmethod
     def clip_sensitivity(cfg) -> float:
