@@ -13,7 +13,6 @@ than the checkpoint (a resumed job that has not finished) is not read as a resul
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence

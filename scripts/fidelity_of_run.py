@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 
 
 def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True) -> dict:
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity

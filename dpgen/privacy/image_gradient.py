@@ -91,8 +91,6 @@ class PerSampleGradientMechanism(ImageGradientMechanism):
 
     def privatize_sum(self, grads, generator=None):
         """(noisy sum of the clipped per-record gradients [one tensor per parameter], norms before clipping)."""
-        import torch
-
         from dpgen.privacy.clipping import clip_per_sample
 
         clipped, norms = clip_per_sample(grads, self.clip)
