@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from dpgen.methods.base import ledger_for, poisson_gaussian
 from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
-from dpgen.methods.registry import register
+from dpgen.methods.registry import DataInfo, register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian
@@ -136,7 +136,8 @@ class DPDANN(DANN):
         self.sample_rate = batch_size / n_target
         self.delta = float(p.delta)
         self.epsilon_budget = float(p.epsilon)
-        self.ledger = ledger_for(SubsampledGaussian("poisson", self.sample_rate, m.noise_multiplier), p, steps)
+        # the declared release (task=accounting accounts the same value): q = B / n_target
+        self.ledger = ledger_for(self.declare(cfg, DataInfo(n_target), steps), p, steps)
         self.accountant = self.ledger.accountant
         self.noise_multiplier = self.ledger.noise_multiplier
         self.max_steps = self.ledger.max_steps()

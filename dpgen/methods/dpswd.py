@@ -272,18 +272,21 @@ class LowPass(torch.nn.Module):
         return torch.einsum("ih,nchw,jw->ncij", self.ch, x, self.cw).flatten(1)
 
 
+def row_dim_of(m, data_dim: int, num_classes: int) -> int:
+    """The length of a compared row (method settings ``m``, ``data_dim`` values per record after any low-pass):
+    the record and its labels by ``m.label_mode`` (a label of weight 0 adds nothing)."""
+    if m.label_mode == "tensor" and num_classes > 0:
+        return data_dim * num_classes
+    weighted = m.label_weight is None or float(m.label_weight) > 0
+    return data_dim + (num_classes if (num_classes and weighted) else 0)
+
+
 def compare_dim_of(m, data_dim: int, num_classes: int, image_shape=()) -> int:
     """The dimension of the rows SWD compares (method settings ``m``): the record (low-passed when
     ``m.compare_lowpass``), its labels by ``m.label_mode``, compressed to ``m.compare_dim``."""
-    lw = m.label_weight
-    weighted = lw is None or float(lw) > 0
     if m.compare_lowpass and image_shape and len(image_shape) == 3:
         data_dim = LowPass(tuple(image_shape), int(m.compare_lowpass)).out_dim
-    if m.label_mode == "tensor" and num_classes > 0:
-        row_dim = data_dim * num_classes
-    else:
-        row_dim = data_dim + (num_classes if (num_classes and weighted) else 0)
-    cd = m.compare_dim
+    row_dim, cd = row_dim_of(m, data_dim, num_classes), m.compare_dim
     return int(cd) if cd and int(cd) < row_dim else row_dim
 
 
@@ -327,10 +330,7 @@ class SWD(GenerativeMethod):
         self.center = None  # set by prepare_data (dp_mean) or load_state_dict
         self.needs_whole_set = self.center_mode not in (None, "none")
         self.center_info: Dict[str, Any] = {}
-        if tensor:
-            row_dim = data_dim * num_classes
-        else:
-            row_dim = data_dim + (num_classes if (num_classes and self.label_weight > 0) else 0)
+        row_dim = row_dim_of(m, data_dim, num_classes)
         cd = m.compare_dim
         self.compress = OrthoCompression(row_dim, int(cd), seed=0) if cd and int(cd) < row_dim else None
         if cd and int(cd) > row_dim:
