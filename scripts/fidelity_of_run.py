@@ -4,6 +4,8 @@ baseline and intra-class spread ratio of the run's own evaluation set (its n_syn
 its classifiers were trained on) and FID with precision / recall / density / coverage of ``--fid-samples``
 generated images against the whole real test split (dpgen.tasks.generation.fid_of_generator). Runs finished before
 these numbers existed get them without training again; the classifiers' accuracies are read from metrics.json.
+The generated images' features are saved under <run>/fid_partial/ as they are computed: a pass stopped part way
+(60,000 images take about an hour on 2 CPU cores) continues there when the same command runs again.
 
     python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--no-fid] [--out F.json]
 
@@ -47,7 +49,7 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     out.update(class_mean=fid["class_mean"]["test_acc"], spread_ratio=fid["spread_ratio"], spread=fid["spread"],
                n_synthetic=n_syn)
     if fid and fid_enabled(cfg):
-        out.update(fid_of_generator(cfg, gen, shape, device, progress=progress))
+        out.update(fid_of_generator(cfg, gen, shape, device, progress=progress, resume_dir=run / "fid_partial"))
     else:
         out["fid"] = ("n/a: --no-fid" if not fid else
                       "n/a: the FID Inception weights are not installed (make fid-weights)")

@@ -306,25 +306,56 @@ class InceptionFeatures:
 
     @torch.inference_mode()
     def __call__(self, images, image_shape=None, progress: bool = False,
-                 name: str = "images") -> np.ndarray:
+                 name: str = "images", resume_dir=None, chunk: int = 1000) -> np.ndarray:
         """(n, 2048) float64 activations of ``images``.
 
         ``images``: tensor or array with values in [0, 1] (uint8 is divided by 255), shaped
         (N, C, H, W), (N, H, W, C), (N, H, W) or flattened (N, D) with ``image_shape``
         (or a square D = s*s / 3*s*s).
+
+        ``resume_dir``: a folder where the features are saved every ``chunk`` images (``<images' content
+        digest>/<start>.npy``, atomically), so that an interrupted pass over many images (60,000 take about an hour
+        on 2 CPU cores) continues where it stopped when called again with the same images; the folder's entry is
+        removed once all features are computed. For generated images only (post-processing of a released
+        generator): private records' features are never written.
         """
         n = len(images)
         if n == 0:
             raise ValueError(f"{name} is empty")
         out = np.empty((n, FID_DIMS), dtype=np.float64)
-        it = range(0, n, self.batch_size)
+        part = Path(resume_dir) / f"{content_digest(images)}_{_safe(self.weights_name)}" if resume_dir else None
+        chunk = max(self.batch_size, int(chunk) // self.batch_size * self.batch_size)
+        start = 0
+        while part is not None and start < n:  # the chunks saved by an interrupted call
+            f = part / f"{start}.npy"
+            if not f.is_file():
+                break
+            a = np.load(f, allow_pickle=False)
+            if a.shape != (min(chunk, n - start), FID_DIMS):
+                break
+            out[start:start + len(a)] = a
+            start += len(a)
+        it = range(start, n, self.batch_size)
         if progress:
             from tqdm import tqdm
-            it = tqdm(it, desc=f"inception ({name})", unit="batch")
+            it = tqdm(it, desc=f"inception ({name})", unit="batch", initial=start // self.batch_size,
+                      total=-(-n // self.batch_size))
         for i in it:
             j = min(i + self.batch_size, n)
             b = self._batch(images, i, j, image_shape, name).to(self.device, memory_format=torch.channels_last)
             out[i:j] = self.model(b).double().cpu().numpy()
+            if part is not None and (j % chunk == 0 or j == n):
+                c0 = (j - 1) // chunk * chunk
+                buf = io.BytesIO()
+                np.save(buf, out[c0:j].astype(np.float32))  # float32: the network's own precision, lossless
+                atomic_write_bytes(part / f"{c0}.npy", buf.getvalue())
+        if part is not None and part.is_dir():
+            import shutil
+            shutil.rmtree(part, ignore_errors=True)
+            try:
+                part.parent.rmdir()  # the folder, when no other pass is saved there
+            except OSError:
+                pass
         return out
 
     def statistics(self, images, image_shape=None, progress: bool = False,

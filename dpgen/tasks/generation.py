@@ -149,7 +149,8 @@ class GenerationTask(Task):
         elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 2,000 samples)
             m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
         if self.fid_on:
-            m.update(fid_of_generator(cfg, gen, self.shape, device, progress=bool(cfg.trainer.progress)))
+            m.update(fid_of_generator(cfg, gen, self.shape, device, progress=bool(cfg.trainer.progress),
+                                      resume_dir=output_dir / "fid_partial"))
         elif cfg.task.fid == "auto" and len(self.shape) == 3:
             m.update({"fid": None, "fid_missing": "task.fid=auto and the FID Inception weights are not installed "
                                                   "(make fid-weights installs them)"})
@@ -328,10 +329,12 @@ def fid_unavailable(cfg) -> str:
     return _weights_missing()
 
 
-def fid_of_generator(cfg, gen, shape, device, progress: bool = False) -> Dict[str, Any]:
+def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir=None) -> Dict[str, Any]:
     """FID and precision / recall / density / coverage (dpgen.eval.fidelity.prdc) of ``fid_samples`` generated
     images against the whole real test split; ``{"fid": None, "fid_missing": reason}`` when they cannot be
-    computed. The test split's Inception features are computed once and cached (outputs/fid_stats)."""
+    computed. The test split's Inception features are computed once and cached (outputs/fid_stats). With
+    ``resume_dir`` (the run folder's ``fid_partial/``) the generated images' features are saved as they are
+    computed, and an interrupted pass continues there (the same generator and seed draw the same images)."""
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fid import FIDUnavailable, activation_statistics, frechet_distance, get_extractor, real_features
     from dpgen.eval.fidelity import PRDC_K, PRDC_MAX_SAMPLES, prdc
@@ -349,7 +352,7 @@ def fid_of_generator(cfg, gen, shape, device, progress: bool = False) -> Dict[st
         with torch.no_grad():
             fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
                               for i in range(0, n, 500)])
-        act = ext(fake, progress=progress, name="synthetic")
+        act = ext(fake, progress=progress, name="synthetic", resume_dir=resume_dir)
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
     out = {"fid": frechet_distance(*activation_statistics(act), *activation_statistics(real)), "fid_samples": n,

@@ -189,6 +189,31 @@ def test_real_statistics_cache_round_trip(rand_ext, tmp_path):
     assert compute_fid(x, real_stats=path, extractor=rand_ext) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_an_interrupted_feature_pass_continues_from_its_saved_chunks(rand_ext, tmp_path):
+    """resume_dir: features saved every chunk; a second call reads the saved chunks instead of computing them
+    again (a saved chunk of sentinel values comes back as it was), computes the rest, equals the plain pass, and
+    leaves nothing behind; other images (another digest) or a chunk of the wrong shape are not read."""
+    x = torch.rand(10, 1, 8, 8, generator=torch.Generator().manual_seed(6))
+    want = rand_ext(x)
+    part = tmp_path / "fid_partial"
+    np.testing.assert_array_equal(rand_ext(x, resume_dir=part, chunk=4), want)
+    assert not part.exists()  # removed once complete
+
+    key = f"{content_digest(x)}_{rand_ext.weights_name}"
+    (part / key).mkdir(parents=True)
+    np.save(part / key / "0.npy", np.full((4, 2048), 7.0, np.float32))   # "computed before the interruption"
+    np.save(part / key / "4.npy", np.full((3, 2048), 9.0, np.float32))   # a chunk of the wrong length: ignored
+    got = rand_ext(x, resume_dir=part, chunk=4)
+    assert (got[:4] == 7.0).all()                      # read back, not recomputed
+    np.testing.assert_array_equal(got[4:], want[4:])   # the rest computed
+    assert not part.exists()
+
+    (part / key).mkdir(parents=True)
+    np.save(part / key / "0.npy", np.full((4, 2048), 7.0, np.float32))
+    np.testing.assert_array_equal(rand_ext(x[1:], resume_dir=part, chunk=4), want[1:])  # other images
+    assert (part / key / "0.npy").is_file()            # another pass's chunks are left alone
+
+
 def test_feature_path_bad_inputs(rand_ext):
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         rand_ext(torch.rand(2, 1, 8, 8) * 2 - 1)
