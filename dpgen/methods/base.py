@@ -21,12 +21,14 @@ def ledger_for(mechanism, privacy, steps: int = 0, **overrides):
     return make_ledger(mechanism, steps=steps, **kw)
 
 
-def poisson_gaussian(cfg, info, sensitivity: float, label: str):
-    """The release of a Poisson method: batches of ``trainer.batch_size`` of the ``info.n_private`` records (q = B /
-    n), Gaussian noise of ``method.noise_multiplier`` (None: calibrated) x ``sensitivity``."""
+def poisson_gaussian(cfg, info, sensitivity: float, label: str, batch_size: Optional[int] = None):
+    """The release of a Poisson method: batches of ``batch_size`` (default ``trainer.batch_size``) of the
+    ``info.n_private`` records (q = B / n), Gaussian noise of ``method.noise_multiplier`` (None: calibrated) x
+    ``sensitivity``."""
     from dpgen.privacy.mechanisms import SubsampledGaussian
 
-    return SubsampledGaussian("poisson", cfg.trainer.batch_size / info.n_private, cfg.method.noise_multiplier,
+    b = cfg.trainer.batch_size if batch_size is None else batch_size
+    return SubsampledGaussian("poisson", b / info.n_private, cfg.method.noise_multiplier,
                               sensitivity=float(sensitivity), label=label)
 
 

@@ -68,7 +68,7 @@ import torch.nn as nn
 
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod, ledger_for, poisson_gaussian
-from dpgen.methods.registry import register
+from dpgen.methods.registry import DataInfo, register
 from dpgen.privacy.clipping import clip_per_sample
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
@@ -262,9 +262,19 @@ class _PrivateMixin:
     publishes_loss = False
 
     @classmethod
-    def poisson_mechanism(cls, cfg, info, label: str) -> SubsampledGaussian:
+    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+        return cls.released(cfg, info.n_private, int(cfg.trainer.batch_size))
+
+    @classmethod
+    def released(cls, cfg, n_private: int, batch_size: int) -> SubsampledGaussian:
+        """What one step releases with batches of ``batch_size`` from ``n_private`` records: ``declare`` (for
+        ``task=accounting``) and the run's ledger (``_setup_privacy``) both read it."""
+        raise NotImplementedError
+
+    @classmethod
+    def poisson_mechanism(cls, cfg, n_private: int, batch_size: int, label: str) -> SubsampledGaussian:
         """A Poisson variant's release: the batch of B of the n records, noise x the clip mode's sensitivity."""
-        return poisson_gaussian(cfg, info, cls.clip_sensitivity(cfg), label)
+        return poisson_gaussian(cfg, DataInfo(int(n_private)), cls.clip_sensitivity(cfg), label, batch_size)
 
     @staticmethod
     def clip_sensitivity(cfg) -> float:
@@ -284,8 +294,9 @@ class _PrivateMixin:
                              f"{', '.join(self.CLIP_MODES)}")
         return PerSampleGradientMechanism if self.clip_mode == "per_sample" else ImageGradientMechanism
 
-    def _setup_privacy(self, cfg, n_private: int, batch_size: int, sample_rate: float, clip: float,
-                       steps: int = 0, mechanism=ImageGradientMechanism) -> None:
+    def _setup_privacy(self, cfg, n_private: int, batch_size: int, steps: int = 0,
+                       mechanism=ImageGradientMechanism) -> None:
+        """The ledger of what :meth:`released` declares, and the mechanism that adds its noise."""
         m, p = cfg.method, cfg.privacy
         if batch_size > n_private:
             raise ValueError(f"trainer.batch_size={batch_size} is larger than the dataset ({n_private} records): "
@@ -298,8 +309,9 @@ class _PrivateMixin:
                              f"{self.name} was given none: set trainer.steps or trainer.epochs, or give "
                              "method.noise_multiplier")
         # a given noise: the ledger's accountant sets how many steps the budget allows
-        self.ledger = ledger_for(SubsampledGaussian(self.accountant_sampling, sample_rate, m.noise_multiplier), p,
-                                 int(steps or 0), accountant=accountant, reason=reason)
+        release = self.released(cfg, n_private, batch_size)
+        sample_rate, clip = release.sample_rate, float(m.clip)
+        self.ledger = ledger_for(release, p, int(steps or 0), accountant=accountant, reason=reason)
         self.accountant = self.ledger.accountant
         self.noise_multiplier = self.ledger.noise_multiplier
         self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(self.noise_multiplier),
@@ -359,15 +371,15 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                        "into the generator (dpgen's DP-Sinkhorn variant: DP-SGD's clipping at the image gradient)")
 
     @classmethod
-    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+    def released(cls, cfg, n_private: int, batch_size: int) -> SubsampledGaussian:
         per_record = cfg.method.clip_mode == "per_sample"
-        return cls.poisson_mechanism(cfg, info, "DP-Sinkhorn (image gradient"
+        return cls.poisson_mechanism(cfg, n_private, batch_size, "DP-Sinkhorn (image gradient"
                                      + (", per-record clip)" if per_record else ")"))
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
         mech = self._clip_mode_mechanism(cfg)
-        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps, mech)
+        self._setup_privacy(cfg, n_private, batch_size, steps, mech)
         if self.clip_mode == "per_sample":
             self.mechanism_text = self.PER_RECORD_TEXT
         #: per-record gradient norms of the last step before clipping (per_sample; kept in memory)
@@ -515,13 +527,14 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     accounting_relation = RELATIONS["poisson"]
 
     @classmethod
-    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
-        return cls.poisson_mechanism(cfg, info, f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
+    def released(cls, cfg, n_private: int, batch_size: int) -> SubsampledGaussian:
+        return cls.poisson_mechanism(cfg, n_private, batch_size,
+                                     f"DP-Sinkhorn (param grad, {cfg.method.clip_mode} clipping)")
 
     def __init__(self, cfg, *, n_private: int = 0, steps: int = 0, batch_size: int = 0, **kw):
         super().__init__(cfg, n_private=n_private, steps=steps, batch_size=batch_size, **kw)
         mech = self._clip_mode_mechanism(cfg)
-        self._setup_privacy(cfg, n_private, batch_size, batch_size / n_private, cfg.method.clip, steps, mech)
+        self._setup_privacy(cfg, n_private, batch_size, steps, mech)
         self.mechanism_text = (
             "per-record parameter gradients of the record-separable Sinkhorn dual lower bound (mean_i g_i, "
             "g = c-transform of the zero potential) clipped to C each, summed, + N(0, (C sigma)^2), / B "
@@ -747,11 +760,17 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
 
     accounting_relation = PARTITION_RELATION
 
+    @staticmethod
+    def partitions(cfg, n_private: int, batch_size: int) -> int:
+        """method.num_partitions, or n / B (at least 2) when it is null."""
+        k = cfg.method.num_partitions
+        return int(k) if k is not None else max(2, int(n_private) // max(int(batch_size), 1))
+
     @classmethod
-    def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
+    def released(cls, cfg, n_private: int, batch_size: int) -> SubsampledGaussian:
         """One of the fixed partitions per step, drawn without replacement (q = 1 / partitions), accounted
         as the run's ledger does (autodp RDP, without replacement)."""
-        k = int(cfg.method.num_partitions or max(2, info.n_private // max(cfg.trainer.batch_size, 1)))
+        k = cls.partitions(cfg, n_private, batch_size)
         return SubsampledGaussian("without_replacement", 1.0 / k, cfg.method.noise_multiplier,
                                   sensitivity=2 * float(cfg.method.clip), units=k, per_step=1, unit="partitions",
                                   label="DP-Sinkhorn (adversarial, one partition per step)")
@@ -761,15 +780,14 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
         if cfg.method.clip_mode != "batch":
             raise ValueError(f"method.clip_mode={cfg.method.clip_mode!r}: {self.name} clips the partition's image "
                              "gradient as one vector (appendix D.4); set method.clip_mode=batch")
-        k = cfg.method.num_partitions
-        self.num_partitions = int(k) if k is not None else max(2, n_private // max(batch_size, 1))
+        self.num_partitions = self.partitions(cfg, n_private, batch_size)
         if self.num_partitions > n_private:
             raise ValueError(f"method.num_partitions={self.num_partitions} exceeds the dataset ({n_private} records)")
         if self.num_partitions < 2:
             raise ValueError(f"method.num_partitions={self.num_partitions}: the private adversarial variant needs "
                              ">= 2 partitions (one is drawn per step; q = 1 / num_partitions)")
         self.sampling = "without_replacement"
-        self._setup_privacy(cfg, n_private, batch_size, 1.0 / self.num_partitions, cfg.method.clip, steps)
+        self._setup_privacy(cfg, n_private, batch_size, steps)
         self.partition: Optional[torch.Tensor] = None  # a permutation of the records, fixed at the start
 
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
