@@ -336,28 +336,42 @@ def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir
     ``resume_dir`` (the run folder's ``fid_partial/``) the generated images' features are saved as they are
     computed, and an interrupted pass continues there (the same generator and seed draw the same images)."""
     from dpgen.data import as_tensors, load_split
-    from dpgen.eval.fid import FIDUnavailable, activation_statistics, frechet_distance, get_extractor, real_features
-    from dpgen.eval.fidelity import PRDC_K, PRDC_MAX_SAMPLES, prdc
-    from dpgen.utils.io import outputs_dir
+    from dpgen.eval.fid import FIDUnavailable, get_extractor
 
     if len(shape) != 3:
         return {"fid": None, "fid_missing": f"FID needs images; {cfg.dataset.name} rows have shape {shape}"}
     try:
-        ext = get_extractor(device=str(device))
-        x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
-        n = fid_samples(cfg.task, len(x_test))
-        real = real_features(f"{cfg.dataset.name}_test", x_test, outputs_dir() / "fid_stats", extractor=ext,
-                             progress=progress)
-        g = torch.Generator(device=device).manual_seed(cfg.seed + 3)
-        with torch.no_grad():
-            fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
-                              for i in range(0, n, 500)])
-        act = ext(fake, progress=progress, name="synthetic", resume_dir=resume_dir)
+        get_extractor(device=str(device))  # the weights first: no images drawn without them
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
+    x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
+    n = fid_samples(cfg.task, len(x_test))
+    g = torch.Generator(device=device).manual_seed(cfg.seed + 3)
+    with torch.no_grad():
+        fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
+                          for i in range(0, n, 500)])
+    return fid_of_images(fake, f"{cfg.dataset.name}_test", x_test, device, progress, resume_dir, tuple(shape))
+
+
+def fid_of_images(fake, real_name: str, x_real, device="cpu", progress: bool = False, resume_dir=None,
+                  image_shape=None) -> Dict[str, Any]:
+    """FID and precision / recall / density / coverage of the images ``fake`` (a released set, or generated:
+    never private records) against the evaluation images ``x_real`` (a test split; its features cached under
+    outputs/fid_stats as ``real_name``); ``{"fid": None, "fid_missing": reason}`` without the Inception weights."""
+    from dpgen.eval.fid import FIDUnavailable, activation_statistics, frechet_distance, get_extractor, real_features
+    from dpgen.eval.fidelity import PRDC_K, PRDC_MAX_SAMPLES, prdc
+    from dpgen.utils.io import outputs_dir
+
+    try:
+        ext = get_extractor(device=str(device))
+        real = real_features(real_name, x_real, outputs_dir() / "fid_stats", extractor=ext, progress=progress)
+        act = ext(fake, image_shape, progress=progress, name="synthetic", resume_dir=resume_dir)
+    except FIDUnavailable as e:
+        return {"fid": None, "fid_missing": " ".join(str(e).split())}
+    n, (h, w) = len(act), (tuple(image_shape) if image_shape else tuple(fake.shape))[-2:]
     out = {"fid": frechet_distance(*activation_statistics(act), *activation_statistics(real)), "fid_samples": n,
            "fid_real_images": int(len(real)),
-           "fid_protocol": f"{n} generated vs {len(real)} real test images ({shape[1]} x {shape[2]}); " + FID_PROTOCOL}
+           "fid_protocol": f"{n} generated vs {len(real)} real test images ({h} x {w}); " + FID_PROTOCOL}
     out.update(prdc(real, act))
     out["prdc"] = (f"k = {PRDC_K}, Inception features, at most {PRDC_MAX_SAMPLES} a side: "
                    f"{min(len(real), PRDC_MAX_SAMPLES)} real, {min(n, PRDC_MAX_SAMPLES)} generated")

@@ -339,6 +339,45 @@ def test_the_wgan_gp_baseline_is_a_method_of_the_one_loop(tmp_path):
     assert x.shape == (4, 1, 28, 28)
 
 
+def test_figure_2_fills_fid_cells_for_released_and_generated_columns_only(outputs_tmp, fake_data_root,
+                                                                         monkeypatch):
+    """``fid: true`` (the paper scale): every column but the raw training images gets FID / precision / recall of
+    its images against the whole test split, through dpgen.tasks.generation.fid_of_images (the Inception network
+    replaced by a fixed random projection of the pixels here); without the weights the cells stay empty and the
+    notes say why."""
+    from dpgen.eval import fid as fidmod
+    from dpgen.tables import declared, ldp_mnist
+
+    class Projection:  # a stand-in for the Inception features: cheap, deterministic, not constant
+        weights_name = "projection-stand-in"
+        w = np.random.default_rng(0).normal(size=(784, 16))
+
+        def __call__(self, images, image_shape=None, progress=False, name="", resume_dir=None):
+            return torch.as_tensor(images).reshape(len(images), -1).double().numpy() @ self.w
+
+    monkeypatch.setattr(fidmod, "get_extractor", lambda *a, **k: Projection())
+    smoke = {"noise": 1.0, "steps": 2, "wgan_steps": 1, "batch": 16, "n_eval": 40, "n_tune": 8, "fid": True}
+    kw = dict(data_root=str(fake_data_root), datasets=["mnist"], progress=False)
+    rows = declared.run_table(_tiny_table(outputs_tmp, "ldp_mnist", smoke), "smoke", **kw)
+    for r in rows:
+        if r["column"] == "raw":
+            assert r["fid"] is None and r["recall"] is None
+        else:
+            assert r["fid"] > 0 and 0 <= r["precision"] <= 1 and 0 <= r["recall"] <= 1, r["column"]
+    text = (outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
+    assert any(line.startswith("|") and "| fid | precision | recall |" in line for line in text.splitlines())
+    assert "FID protocol: the same 40 images of each column" in text
+
+    def missing(*a, **k):
+        raise fidmod.FIDUnavailable("the FID Inception weights are not installed (make fid-weights)")
+
+    monkeypatch.setattr(fidmod, "get_extractor", missing)
+    rows = declared.run_table(_tiny_table(outputs_tmp, "ldp_mnist", smoke), "smoke", **kw)
+    assert all(r["fid"] is None for r in rows)
+    assert "Not computed: the FID Inception weights are not installed" in (
+        outputs_tmp / "tables" / "ldp_mnist_mnist.md").read_text()
+
+
 def test_figures_2_and_5_run_on_the_full_mnist(outputs_tmp, fake_data_root, monkeypatch, capsys):
     """fig-ldp-mnist / fig-ldp-convergence with ``--datasets mnist`` (the paper's 60,000 images; here the fake
     files' 1,000): the whole train split is privatised and trained on, and the files are named for it, beside
