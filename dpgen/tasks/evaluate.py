@@ -117,7 +117,8 @@ class RunGenerations:
         with ThreadShare(self.cfg.trainer.threads):
             out = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
             if fid_enabled(self.cfg):
-                out.update(fid_of_generator(c, gen, shape, device))
+                # saved as computed: a paper-scale table's 60,000-image pass per generation survives a stop
+                out.update(fid_of_generator(c, gen, shape, device, resume_dir=self.run_dir / "fid_partial"))
         return out
 
 
