@@ -23,8 +23,8 @@ the generators; the raw column is the private training set and gets none). Write
 
 Splitting it: ``--rows 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
 sessions) with disjoint ``--rows`` share the figure; each writes the table from every finished run, naming
-the missing ones (no verdict until all exist); ``--collect-only`` trains nothing and writes it from the
-finished runs. ``make`` passes these as ``ARGS="..."``.
+the missing ones (no verdict until all exist, and no FID: the FID passes run after all training, and only in a
+process that finds or trains all six runs); ``--collect-only`` trains nothing and writes it from the finished runs. ``make`` passes these as ``ARGS="..."``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="
     xtr, xte = load_mnist_images(data_root, dataset)
     ne = s["n_eval"]
     ref = xte[:ne].reshape(ne, -1).numpy()
-    rows, pics = [], {}
+    rows, pics, pending = [], {}, []
     for mech in ("laplace", "gaussian"):
         noise = s["noise"]
         eps = epsilon_for_noise_scale(mech, noise, RADIUS[mech], DELTA)
@@ -77,8 +77,9 @@ def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="
         def add(col, imgs, detail="", sec=None):
             imgs = torch.as_tensor(imgs, dtype=torch.float32)
             rows.append({**base, "column": col, "w2_to_clean": w2(imgs[:ne].reshape(ne, -1).numpy(), ref),
-                         **column_fid(col, imgs[:ne].reshape(ne, 1, 28, 28), s, dataset, xte, progress),
+                         "fid": None, "precision": None, "recall": None,
                          "detail": detail, "seconds": None if sec is None else round(sec, 1)})
+            pending.append((rows[-1], col, imgs[:ne].reshape(ne, 1, 28, 28).clone()))
             pics[(mech, col)] = imgs[:8].reshape(-1, 1, 28, 28)
 
         add("raw", xtr, "clean training images (W2 to held-out clean: the sampling floor)")
@@ -112,7 +113,23 @@ def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="
             "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
             f"trainer.checkpoint_every={checkpoint_every(s['wgan_steps'])}"], folder / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
+    fill_fid(pending, s, dataset, xte, select, progress)
     return rows, pics
+
+
+def fill_fid(pending, settings, dataset, x_test, select, progress=True):
+    """FID cells of every column (``pending``: row, column, images), after all training: a training run resumes
+    where it stopped, a finished FID pass would be redone, so the passes come last. Only a complete table gets
+    them (an hour of Inception per process on this CPU): a process that trains some runs (``--rows``) or finds
+    some missing leaves the cells empty and says so; ``--collect-only`` once all six exist fills them."""
+    if not settings.get("fid"):
+        return
+    if select.missing:
+        pending[0][0]["fid_missing"] = ("this table is partial; FID is computed once every run has finished (the "
+                                        "same command with --collect-only then)")
+        return
+    for row, col, imgs in pending:
+        row.update(column_fid(col, imgs, settings, dataset, x_test, progress))
 
 
 def column_fid(col, imgs, settings, dataset, x_test, progress=True):
