@@ -24,7 +24,8 @@ the generators; the raw column is the private training set and gets none). Write
 Splitting it: ``--rows 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
 sessions) with disjoint ``--rows`` share the figure; each writes the table from every finished run, naming
 the missing ones (no verdict until all exist, and no FID: the FID passes run after all training, and only in a
-process that finds or trains all six runs); ``--collect-only`` trains nothing and writes it from the finished runs. ``make`` passes these as ``ARGS="..."``.
+process that finds or trains all six runs); ``--collect-only`` trains nothing and writes it from the finished
+runs. ``make`` passes these as ``ARGS="..."``.
 """
 
 from __future__ import annotations
