@@ -23,9 +23,11 @@ the generators; the raw column is the private training set and gets none). Write
 
 Splitting it: ``--rows 'laplace_*'`` trains only those run folders (shell patterns), so two processes (or
 sessions) with disjoint ``--rows`` share the figure; each writes the table from every finished run, naming
-the missing ones (no verdict until all exist, and no FID: the FID passes run after all training, and only in a
-process that finds or trains all six runs); ``--collect-only`` trains nothing and writes it from the finished
-runs. ``make`` passes these as ``ARGS="..."``.
+the missing ones (no verdict until all exist). FID: a process computes the cells of each mechanism whose three runs
+it trained or found finished, after its training, and keeps them in ``<runs>/fid_cells/`` (keyed by the column's
+images), so the Laplace and the Gaussian process each do their own five columns, a rerun reads them back, and
+``--collect-only`` trains nothing and writes the whole table from the finished runs and those cells. ``make``
+passes these as ``ARGS="..."``.
 """
 
 from __future__ import annotations
@@ -114,26 +116,55 @@ def compute(settings, run_root, data_root=None, seed=0, progress=True, dataset="
             "trainer.optimizer=adam", "trainer.betas=[0.5,0.9]", f"seed={seed}",
             f"trainer.checkpoint_every={checkpoint_every(s['wgan_steps'])}"], folder / f"{mech}_wgan_gp", progress)
         add("wavelet_wgan_gp", generate(gen, ne), f"WGAN-GP, {s['wgan_steps']} generator steps x 5 critic", sec)
-    fill_fid(pending, s, dataset, xte, select, progress)
+    fill_fid(pending, s, dataset, xte, select, progress, cache_dir=folder / "fid_cells")
     return rows, pics
 
 
-def fill_fid(pending, settings, dataset, x_test, select, progress=True):
-    """FID cells of every column (``pending``: row, column, images), after all training: a training run resumes
-    where it stopped, a finished FID pass would be redone, so the passes come last. Only a complete table gets
-    them (an hour of Inception per process on this CPU): a process that trains some runs (``--rows``) or finds
-    some missing leaves the cells empty and says so; ``--collect-only`` once all six exist fills them."""
+def fill_fid(pending, settings, dataset, x_test, select, progress=True, cache_dir=None):
+    """FID cells of every column (``pending``: row, column, images), after this process's training. A mechanism
+    gets them only when all three of its runs are here (trained or found finished): a process that trains the
+    other mechanism's runs (``--rows``) leaves those cells to the process that trains them and says so. Each
+    cell is kept in ``cache_dir`` (``<mechanism>_<column>_<images' digest>_<weights>.json``, atomically; the
+    images are released or generated ones, never private records), so neither a second process, a rerun nor
+    ``--collect-only`` repeats an hour of Inception; an interrupted pass continues from ``cache_dir/partial``."""
     if not settings.get("fid"):
         return
-    if select.missing:
-        pending[0][0]["fid_missing"] = ("this table is partial; FID is computed once every run has finished (the "
-                                        "same command with --collect-only then)")
-        return
+    waiting = sorted({name.split("_")[0] for name in select.missing})
     for row, col, imgs in pending:
-        row.update(column_fid(col, imgs, settings, dataset, x_test, progress))
+        if row["mechanism"] in waiting:
+            continue
+        row.update(cached_column_fid(row["mechanism"], col, imgs, settings, dataset, x_test, progress, cache_dir))
+    if waiting and pending:
+        pending[0][0]["fid_missing"] = (
+            f"the {' and '.join(waiting)} columns wait for their runs; the process that finishes them computes "
+            "their FID (or the same command with --collect-only then)")
 
 
-def column_fid(col, imgs, settings, dataset, x_test, progress=True):
+def cached_column_fid(mech, col, imgs, settings, dataset, x_test, progress=True, cache_dir=None):
+    """:func:`column_fid`, read back from ``cache_dir`` when this column's images were measured before with the
+    same Inception weights."""
+    from dpgen.eval.fid import FIDUnavailable, _safe, content_digest, get_extractor
+    from dpgen.utils.io import write_json
+
+    if cache_dir is None or not settings.get("fid") or col == "raw":
+        return column_fid(col, imgs, settings, dataset, x_test, progress)
+    try:
+        weights = get_extractor(device="cpu").weights_name
+    except FIDUnavailable:  # column_fid names what is missing
+        return column_fid(col, imgs, settings, dataset, x_test, progress)
+    imgs = imgs.clamp(0, 1)
+    path = Path(cache_dir) / f"{mech}_{col}_{content_digest(imgs)}_{_safe(weights)}.json"
+    if path.exists():
+        import json
+
+        return json.loads(path.read_text())
+    cells = column_fid(col, imgs, settings, dataset, x_test, progress, resume_dir=Path(cache_dir) / "partial")
+    if cells.get("fid") is not None:
+        write_json(path, cells)
+    return cells
+
+
+def column_fid(col, imgs, settings, dataset, x_test, progress=True, resume_dir=None):
     """FID / precision / recall of one column's images against the whole test split (``settings["fid"]``);
     None in the cells when off, for the raw column (private training images: nothing computed from them leaves)
     or without the Inception weights (``fid_missing``, outside the table's columns: its notes say why)."""
@@ -143,7 +174,7 @@ def column_fid(col, imgs, settings, dataset, x_test, progress=True):
     if not settings.get("fid") or col == "raw":
         return cells
     r = fid_of_images(imgs.clamp(0, 1), f"{dataset}_test", x_test.reshape(len(x_test), 1, 28, 28),
-                      progress=progress)
+                      progress=progress, resume_dir=resume_dir)
     if r["fid"] is None:
         return {**cells, "fid_missing": r["fid_missing"]}
     return {"fid": r["fid"], "precision": r["precision"], "recall": r["recall"]}
