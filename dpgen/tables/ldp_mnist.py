@@ -32,6 +32,7 @@ passes these as ``ARGS="..."``.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -180,6 +181,14 @@ def column_fid(col, imgs, settings, dataset, x_test, progress=True, resume_dir=N
     return {"fid": r["fid"], "precision": r["precision"], "recall": r["recall"]}
 
 
+def column_title(rows, mech, col, first=False):
+    """A panel's title: the column, its W2 to clean and, where measured, its FID (``fid_protocol`` in the notes)."""
+    row = next((r for r in rows if r.get("mechanism") == mech and r.get("column") == col), {})
+    scores = [f"{k} {row[key]:.{d}f}" for k, key, d in (("W2", "w2_to_clean", 2), ("FID", "fid", 1))
+              if isinstance(row.get(key), (int, float)) and math.isfinite(row[key])]
+    return "\n".join([f"{mech} {col}" if first else col, *([" / ".join(scores)] if scores else [])])
+
+
 def plot(rows, pics, settings, dataset="mnist10k"):
     import matplotlib
 
@@ -196,7 +205,7 @@ def plot(rows, pics, settings, dataset="mnist10k"):
             else:
                 grid = make_grid(pics[(mech, col)].clamp(0, 1), nrow=2, pad_value=1.0)
                 axes[i, j].imshow(grid.permute(1, 2, 0).numpy())
-            axes[i, j].set_title(f"{mech}\n{col}" if j == 0 else col, fontsize=7)
+            axes[i, j].set_title(column_title(rows, mech, col, first=j == 0), fontsize=7)
     fig.suptitle(f"Entropic-LDP GAN Figure 2 on {dataset}")
     fig.tight_layout()
     return fig

@@ -93,3 +93,13 @@ def test_no_cells_without_fid_or_without_weights(tmp_path, monkeypatch):
                        cache_dir=tmp_path)
     assert pending[1][0]["fid_missing"] == "no weights (make fid-weights)"
     assert not list(tmp_path.glob("*.json"))  # nothing kept: the weights may be installed later
+
+
+def test_panel_titles_carry_w2_and_only_a_measured_fid():
+    rows = [{"mechanism": "gaussian", "column": "entropic_wp_gan", "w2_to_clean": 5.3769, "fid": 73.634},
+            {"mechanism": "laplace", "column": "privatised", "w2_to_clean": 39.867, "fid": None},
+            {"mechanism": "laplace", "column": "wp_gan", "w2_to_clean": float("nan"), "fid": None}]
+    assert ldp_mnist.column_title(rows, "gaussian", "entropic_wp_gan") == "entropic_wp_gan\nW2 5.38 / FID 73.6"
+    assert ldp_mnist.column_title(rows, "laplace", "privatised", first=True) == "laplace privatised\nW2 39.87"
+    assert ldp_mnist.column_title(rows, "laplace", "wp_gan") == "wp_gan"
+    assert ldp_mnist.column_title(rows, "gaussian", "raw") == "raw"  # a run not finished: no row yet
