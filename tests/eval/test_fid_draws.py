@@ -1,0 +1,48 @@
+"""scripts/fid_draws.py: independent draws of one generator, each measured once, summarised by mean and std."""
+
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+class _Gen:
+    def sample(self, n, generator=None, device="cpu"):
+        return torch.rand(n, 1, 28, 28, generator=generator), None
+
+
+class _Cfg:
+    class dataset:
+        name = "mnist"
+        shape = [1, 28, 28]
+
+
+def test_each_draw_is_n_images_of_its_own_seed(monkeypatch):
+    import fid_draws
+
+    from dpgen.tasks import generation
+
+    seen = []
+    monkeypatch.setattr(generation, "fid_of_images", lambda fake, name, x, *a, **k: seen.append(
+        (fake.clone(), name, k.get("image_shape"))) or {"fid": float(fake.sum()), "precision": 0.0, "recall": 0.0})
+    x_test = torch.zeros(4, 1, 28, 28)
+    r1 = fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1)
+    fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1001)
+    r3 = fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1)
+    assert [s[0].shape[0] for s in seen] == [1203, 1203, 1203]  # drawn in chunks of 500, all of them
+    assert seen[0][1] == "mnist_test" and seen[0][2] == (1, 28, 28)
+    assert torch.equal(seen[0][0], seen[2][0]) and r1 == r3  # a seed draws the same images again
+    assert not torch.equal(seen[0][0], seen[1][0])  # another seed, other images
+
+
+def test_summary_is_the_mean_and_sample_std_of_the_measured_draws():
+    import fid_draws
+
+    s = fid_draws.summary([70.0, 74.0, None, 78.0])
+    assert s["draws"] == 3 and math.isclose(s["fid_mean"], 74.0) and math.isclose(s["fid_std"], 4.0)
+    assert fid_draws.summary([73.6]) == {"fid_mean": 73.6, "fid_std": None, "draws": 1}
+    assert fid_draws.summary([None])["fid_mean"] is None
