@@ -42,7 +42,7 @@ def fid_of_draw(gen, cfg, x_test, n: int, seed: int, device: str = "cpu", progre
 def summary(fids) -> dict:
     fids = [float(f) for f in fids if f is not None]
     return {"fid_mean": statistics.fmean(fids) if fids else None,
-            "fid_std": statistics.stdev(fids) if len(fids) > 1 else None, "draws": len(fids)}
+            "fid_std": statistics.stdev(fids) if len(fids) > 1 else None, "n_draws": len(fids)}
 
 
 def main(argv=None):

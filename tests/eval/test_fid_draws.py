@@ -43,6 +43,28 @@ def test_summary_is_the_mean_and_sample_std_of_the_measured_draws():
     import fid_draws
 
     s = fid_draws.summary([70.0, 74.0, None, 78.0])
-    assert s["draws"] == 3 and math.isclose(s["fid_mean"], 74.0) and math.isclose(s["fid_std"], 4.0)
-    assert fid_draws.summary([73.6]) == {"fid_mean": 73.6, "fid_std": None, "draws": 1}
+    assert s["n_draws"] == 3 and math.isclose(s["fid_mean"], 74.0) and math.isclose(s["fid_std"], 4.0)
+    assert fid_draws.summary([73.6]) == {"fid_mean": 73.6, "fid_std": None, "n_draws": 1}
     assert fid_draws.summary([None])["fid_mean"] is None
+
+
+def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
+    import json
+
+    import fid_draws
+
+    from dpgen import data, release
+    from dpgen.eval import fid
+
+    monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: object())
+    monkeypatch.setattr(release, "load_generator", lambda run, device="cpu": (_Cfg, {}, _Gen(), None, None, None))
+    monkeypatch.setattr(data, "load_split", lambda cfg, split: None)
+    monkeypatch.setattr(data, "as_tensors", lambda split: (torch.zeros(2, 1, 28, 28), None))
+    monkeypatch.setattr(fid_draws, "fid_of_draw", lambda gen, cfg, x, n, seed, device="cpu": {
+        "fid": float(seed % 7), "precision": 0.5, "recall": 0.25})
+    out = tmp_path / "draws.json"
+    fid_draws.main(["runA", "runB", "--draws", "3", "--n", "10", "--out", str(out)])
+    rows = json.loads(out.read_text())
+    assert [r["run"] for r in rows] == ["runA", "runB"]
+    assert [d["seed"] for d in rows[0]["draws"]] == [1, 1001, 2001] and rows[0]["n_draws"] == 3
+    assert math.isclose(rows[1]["fid_mean"], (1 + 1001 % 7 + 2001 % 7) / 3)
