@@ -53,7 +53,8 @@ dataset other than the YAML's first writes ``<table>_<dataset>`` files and run f
 runs can be shared by processes (:class:`RunSelection`): ``--rows PATTERN ...`` (or ``--only``) trains only the run
 folders these shell patterns name (the others are read back when finished, else named as missing in a note),
 ``--collect-only`` trains none. Its runs resume or are read back through the loop (``--reuse`` changes nothing);
-``--seeds S`` gives its one seed (default 0; ``--seed S`` is accepted); ``--datasets`` (or ``--dataset``) picks the
+``--seeds S`` gives its one seed (default 0; ``--seed S`` is accepted; S other than 0 adds ``_seed<S>`` to
+the run folders', table's and figure's names); ``--datasets`` (or ``--dataset``) picks the
 dataset; ``--no-progress`` turns off its runs' progress bars (a grid table's runs never show them); ``--set`` and
 ``--generations`` do not apply. The table's Markdown ends with the wall time; the run prints it.
 """
@@ -431,10 +432,12 @@ def run_computed(spec, data_root: Optional[str] = None, collect_only: bool = Fal
     first = spec["datasets"][0] if spec["datasets"] else None  # the YAML's own dataset keeps the bare file names
     spec = _with_choices(spec, datasets, None)
     out: List[Dict[str, Any]] = []
+    seed = int(seeds[0]) if seeds else 0
     for dataset in spec["datasets"] or [None]:
-        suffix = "" if dataset == first else f"_{dataset}"
-        out += _compute(spec, dataset, suffix, data_root, seeds[0] if seeds else 0, progress,
-                        RunSelection(rows, collect_only))
+        # a seed other than 0 gets its own run folders, table and figure: seed 0's finished runs would otherwise be
+        # read back (resume=auto) as this seed's, beside a release drawn with this seed
+        suffix = ("" if dataset == first else f"_{dataset}") + (f"_seed{seed}" if seed else "")
+        out += _compute(spec, dataset, suffix, data_root, seed, progress, RunSelection(rows, collect_only))
     return out
 
 

@@ -122,3 +122,19 @@ def test_a_paper_tables_cells_carry_the_papers_numbers_and_verdicts():
     assert row["mlp_verdict"].startswith("reproduced (-0.8, within 1.0)")
     assert "trainer.steps=9" in row["mlp_verdict"] and row["logreg_verdict"] == "no paper number"
     assert row["cnn_verdict"] == "not run"
+
+
+def test_a_computed_table_keeps_each_seed_in_its_own_run_folders_and_files(monkeypatch):
+    """`--seeds 1` on a computed table read seed 0's finished runs back (resume=auto) beside a release drawn with
+    seed 1, and overwrote seed 0's table: a seed other than 0 now gets its own suffix (run folders, table, figure)."""
+    seen = []
+    monkeypatch.setattr(declared, "_compute", lambda spec, dataset, suffix, data_root, seed, progress, select:
+                        seen.append((dataset, suffix, seed)) or [])
+    spec = declared.load_table("ldp_mnist", "smoke")
+    declared.run_computed(spec, datasets=["mnist"])
+    declared.run_computed(spec, datasets=["mnist"], seeds=[0])
+    declared.run_computed(spec, datasets=["mnist"], seeds=[1])
+    declared.run_computed(spec, seeds=[2])
+    first = spec["datasets"][0]
+    assert seen[:3] == [("mnist", "_mnist", 0), ("mnist", "_mnist", 0), ("mnist", "_mnist_seed1", 1)]
+    assert seen[3] == (first, "_seed2", 2)
