@@ -122,12 +122,14 @@ def test_privatised_data_is_never_clean_and_has_the_mechanism_scale(mechanism, t
     expected = 2 * 1.0 / 8.0 if mechanism == "laplace" else noise_scale("gaussian", 8.0, 1e-5, 1.0)
     assert scale == pytest.approx(expected)
     if mechanism == "laplace":
-        assert np.mean(np.abs(noise)) == pytest.approx(scale, rel=0.04)   # E|Laplace(b)| = b
+        # E|Laplace(b)| = b, sd of the mean b / sqrt(8,000) = 1.1 %: 6 % is 5.4 sd (the noise is secret, unseeded:
+        # 4 %, 3.6 sd, failed in one make test on 2026-11-29: 0.2600 for 0.25), and a wrong scale (x sqrt 2) still fails
+        assert np.mean(np.abs(noise)) == pytest.approx(scale, rel=0.06)
         assert m.p == 1 and m.reg == pytest.approx(scale)
     else:
-        assert np.std(noise) == pytest.approx(scale, rel=0.03)
+        assert np.std(noise) == pytest.approx(scale, rel=0.045)  # sd of the sample std: 1 / sqrt(16,000) = 0.8 %
         assert m.p == 2 and m.reg == pytest.approx(2 * scale ** 2)
-    assert abs(np.mean(noise)) < 4 * scale / np.sqrt(noise.size) * 1.5
+    assert abs(np.mean(noise)) < 5.5 * np.std(noise) / np.sqrt(noise.size)  # zero-mean noise, 5.5 sd
     # the release is cached with its parameters: a second call (a resumed run) reuses it, no fresh noise
     z2, _ = m.prepare_data(x, y, tmp_path)
     assert torch.equal(z, z2)
