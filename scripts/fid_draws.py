@@ -26,17 +26,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def fid_of_draw(gen, cfg, x_test, n: int, seed: int, device: str = "cpu", progress: bool = True) -> dict:
-    import torch
+def fid_of_draw(gen, cfg, n: int, seed: int, device: str = "cpu", progress: bool = True) -> dict:
+    from dpgen.tasks.generation import fid_of_generator
 
-    from dpgen.tasks.generation import fid_of_images
-
-    g = torch.Generator(device=device).manual_seed(int(seed))
-    with torch.no_grad():
-        fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
-                          for i in range(0, n, 500)])
-    return fid_of_images(fake, f"{cfg.dataset.name}_test", x_test, device, progress,
-                         image_shape=tuple(int(s) for s in cfg.dataset.shape))
+    return fid_of_generator(cfg, gen, tuple(int(s) for s in cfg.dataset.shape), device, progress, n=n, seed=seed)
 
 
 def summary(fids) -> dict:
@@ -56,7 +49,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.draws < 1 or args.n < 2:
         ap.error(f"--draws {args.draws} / --n {args.n}: need at least 1 draw of at least 2 images")
-    from dpgen.data import as_tensors, load_split
     from dpgen.eval.fid import get_extractor
     from dpgen.release import load_generator
     from dpgen.utils.io import atomic_write_text
@@ -67,11 +59,10 @@ def main(argv=None):
     with ThreadShare("auto"):
         for run in args.runs:
             cfg, _, gen, _, _, _ = load_generator(run, args.device)
-            x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
             draws = []
             for i in range(args.draws):
                 t0 = time.time()
-                r = fid_of_draw(gen, cfg, x_test, args.n, args.seed + 1000 * i, args.device)
+                r = fid_of_draw(gen, cfg, args.n, args.seed + 1000 * i, args.device)
                 draws.append({"seed": args.seed + 1000 * i, "fid": r["fid"], "precision": r.get("precision"),
                               "recall": r.get("recall"), "seconds": round(time.time() - t0, 1)})
                 print(json.dumps({"run": str(run), **draws[-1]}), flush=True)

@@ -184,6 +184,8 @@ def column_fid(col, imgs, settings, dataset, x_test, progress=True, resume_dir=N
 def column_title(rows, mech, col, first=False):
     """A panel's title: the column, its W2 to clean and, where measured, its FID (``fid_protocol`` in the notes)."""
     row = next((r for r in rows if r.get("mechanism") == mech and r.get("column") == col), {})
+    if col == "raw":  # the private training images: their W2 stays in the table, not on the picture
+        row = {}
     scores = [f"{k} {row[key]:.{d}f}" for k, key, d in (("W2", "w2_to_clean", 2), ("FID", "fid", 1))
               if isinstance(row.get(key), (int, float)) and math.isfinite(row[key])]
     return "\n".join([f"{mech} {col}" if first else col, *([" / ".join(scores)] if scores else [])])

@@ -329,7 +329,8 @@ def fid_unavailable(cfg) -> str:
     return _weights_missing()
 
 
-def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir=None) -> Dict[str, Any]:
+def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir=None, *, n: Optional[int] = None,
+                     seed: Optional[int] = None) -> Dict[str, Any]:
     """FID and precision / recall / density / coverage (dpgen.eval.fidelity.prdc) of ``fid_samples`` generated
     images against the whole real test split; ``{"fid": None, "fid_missing": reason}`` when they cannot be
     computed. The test split's Inception features are computed once and cached (outputs/fid_stats). With
@@ -345,8 +346,8 @@ def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
     x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
-    n = fid_samples(cfg.task, len(x_test))
-    g = torch.Generator(device=device).manual_seed(cfg.seed + 3)
+    n = fid_samples(cfg.task, len(x_test)) if n is None else int(n)  # n, seed: another draw (scripts/fid_draws.py)
+    g = torch.Generator(device=device).manual_seed(cfg.seed + 3 if seed is None else int(seed))
     with torch.no_grad():
         fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
                           for i in range(0, n, 500)])

@@ -24,15 +24,19 @@ class _Cfg:
 def test_each_draw_is_n_images_of_its_own_seed(monkeypatch):
     import fid_draws
 
+    from dpgen import data
+    from dpgen.eval import fid
     from dpgen.tasks import generation
 
     seen = []
+    monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: object())
+    monkeypatch.setattr(data, "load_split", lambda cfg, split: None)
+    monkeypatch.setattr(data, "as_tensors", lambda split: (torch.zeros(4, 1, 28, 28), None))
     monkeypatch.setattr(generation, "fid_of_images", lambda fake, name, x, *a, **k: seen.append(
-        (fake.clone(), name, k.get("image_shape"))) or {"fid": float(fake.sum()), "precision": 0.0, "recall": 0.0})
-    x_test = torch.zeros(4, 1, 28, 28)
-    r1 = fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1)
-    fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1001)
-    r3 = fid_draws.fid_of_draw(_Gen(), _Cfg, x_test, 1203, seed=1)
+        (fake.clone(), name, a[-1] if a else k.get("image_shape"))) or {"fid": float(fake.sum())})
+    r1 = fid_draws.fid_of_draw(_Gen(), _Cfg, 1203, seed=1)
+    fid_draws.fid_of_draw(_Gen(), _Cfg, 1203, seed=1001)
+    r3 = fid_draws.fid_of_draw(_Gen(), _Cfg, 1203, seed=1)
     assert [s[0].shape[0] for s in seen] == [1203, 1203, 1203]  # drawn in chunks of 500, all of them
     assert seen[0][1] == "mnist_test" and seen[0][2] == (1, 28, 28)
     assert torch.equal(seen[0][0], seen[2][0]) and r1 == r3  # a seed draws the same images again
@@ -58,9 +62,7 @@ def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
 
     monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: object())
     monkeypatch.setattr(release, "load_generator", lambda run, device="cpu": (_Cfg, {}, _Gen(), None, None, None))
-    monkeypatch.setattr(data, "load_split", lambda cfg, split: None)
-    monkeypatch.setattr(data, "as_tensors", lambda split: (torch.zeros(2, 1, 28, 28), None))
-    monkeypatch.setattr(fid_draws, "fid_of_draw", lambda gen, cfg, x, n, seed, device="cpu": {
+    monkeypatch.setattr(fid_draws, "fid_of_draw", lambda gen, cfg, n, seed, device="cpu": {
         "fid": float(seed % 7), "precision": 0.5, "recall": 0.25})
     out = tmp_path / "draws.json"
     fid_draws.main(["runA", "runB", "--draws", "3", "--n", "10", "--out", str(out)])

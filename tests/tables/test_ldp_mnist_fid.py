@@ -102,4 +102,6 @@ def test_panel_titles_carry_w2_and_only_a_measured_fid():
     assert ldp_mnist.column_title(rows, "gaussian", "entropic_wp_gan") == "entropic_wp_gan\nW2 5.38 / FID 73.6"
     assert ldp_mnist.column_title(rows, "laplace", "privatised", first=True) == "laplace privatised\nW2 39.87"
     assert ldp_mnist.column_title(rows, "laplace", "wp_gan") == "wp_gan"
-    assert ldp_mnist.column_title(rows, "gaussian", "raw") == "raw"  # a run not finished: no row yet
+    assert ldp_mnist.column_title(rows, "gaussian", "raw") == "raw"  # no row
+    rows.append({"mechanism": "gaussian", "column": "raw", "w2_to_clean": 6.41, "fid": None})
+    assert ldp_mnist.column_title(rows, "gaussian", "raw", first=True) == "gaussian raw"  # private images: no score
