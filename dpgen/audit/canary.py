@@ -274,25 +274,31 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
 
 
 def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
-                 nonfinite: bool = False) -> Samples:
+                 nonfinite: bool = False, conv: bool = False) -> Samples:
     """DP-MERF's one release (:meth:`dpgen.methods.dpmerf.DPMERF.prepare_data`): N = 4 records of 16 pixels,
     2 classes, D = 64 random features, noise std z 2 / N. Canary: a record of ones with label 0 in D, of
     zeros with label 1 in D' (their embeddings sit in orthogonal class blocks); score <mu~, v> with v the
     unit vector along the two noiseless embeddings' difference under the trial's (public, freshly drawn)
     frequencies. Its mean shift is sqrt(2) / N: unit features make 2 / N (the design sensitivity, DP-MERF's)
     reachable only by phi(x') = -phi(x), which random Fourier features do not produce, so the audit's
-    power against too little noise is that of a sensitivity sqrt(2) / N."""
+    power against too little noise is that of a sensitivity sqrt(2) / N. ``conv``: with the random
+    convolutional features (``method.conv_channels=2``, pooled to 2 x 2; drawn afresh each trial) beside
+    phi, the same canary through the same release."""
     from dpgen.methods.dpmerf import mean_embedding
 
     z, n, shape = NOISE_MULTIPLIER, 4, (1, 4, 4)
+    extra = ["method.conv_channels=2", "method.conv_pool=2"] if conv else []
     cfg, m = _method(["method=dpmerf", "method.n_features=64", f"method.noise_multiplier={z}",
-                      "privacy.epsilon=100"], n, shape)
+                      "privacy.epsilon=100", *extra], n, shape)
     m.noise_std = z * noise_scale * m.sensitivity  # noise_scale != 1: a deliberate bug the audit must catch
     m.rng = _gen(seed)
     others = torch.full((n - 1, *shape), 0.5)
     y_others = torch.tensor([0, 1, 0])
     x_in, y_in = torch.cat([torch.ones(1, *shape), others]), torch.cat([torch.tensor([0]), y_others])
-    x_out, y_out = torch.cat([torch.zeros(1, *shape), others]), torch.cat([torch.tensor([1]), y_others])
+    # with conv features a blank record has psi = 0: D' gets ones too (label 1), so both canaries' features have
+    # unit norm and the shift stays sqrt(2) / N
+    out_img = torch.ones(1, *shape) if conv else torch.zeros(1, *shape)
+    x_out, y_out = torch.cat([out_img, others]), torch.cat([torch.tensor([1]), y_others])
     x_run = torch.cat([_poison(x_in[:1]), others]) if nonfinite else x_in  # D's record as the mechanism gets it
 
     def side(x, y, desc):
@@ -300,14 +306,16 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
         for i in _trials(trials, desc, progress):
             m.embedding = None  # a fresh release each trial (training releases it once)
             m.prepare_data(x, y)
-            f = m.freqs.double()
-            v = mean_embedding(x_in.flatten(1), y_in, f, 2) - mean_embedding(x_out.flatten(1), y_out, f, 2)
+            f, c = m.freqs.double(), (m.conv.to(dtype=torch.float64) if m.conv is not None else None)
+            v = (mean_embedding(x_in.flatten(1), y_in, f, 2, conv=c, share=m.conv_share)
+                 - mean_embedding(x_out.flatten(1), y_out, f, 2, conv=c, share=m.conv_share))
             out[i] = _score((m.embedding.double() * v).sum() / v.norm())
         return out
 
     s_in, s_out = side(x_run, y_in, "dpmerf D"), side(x_out, y_out, "dpmerf D'")
     return Samples("DP-MERF mean-embedding release (DPMERF.prepare_data)",
-                   _variant("64 random features, N=4", noise_scale, nonfinite),
+                   _variant("64 random features" + (" + random conv features" if conv else "") + ", N=4",
+                            noise_scale, nonfinite),
                    "replace one record; the whole dataset (N = 4) released once", noise_scale == 1.0,
                    gaussian_epsilon(z, m.delta), m.delta, m.sensitivity, s_in, s_out)
 
@@ -798,6 +806,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpswd/clt", audit_dpswd, {"bound": "clt"}),
     AuditSpec("dpswd/dp_mean", audit_dp_mean, {}, trials_factor=2.0, fast=True),
     AuditSpec("dpmerf/release", audit_dpmerf, {}, trials_factor=1.0, fast=True),
+    AuditSpec("dpmerf/release_conv", audit_dpmerf, {"conv": True}, trials_factor=0.5),
     AuditSpec("dpsinkhorn/hook", audit_dpsinkhorn, {}, trials_factor=1.0, fast=True),
     AuditSpec("dpsinkhorn/dct", audit_dpsinkhorn_dct, {}, trials_factor=0.5),
     AuditSpec("dpsinkhorn/dct_per_record", audit_dpsinkhorn_dct, {"clip_mode": "per_sample"}, trials_factor=0.5,

@@ -125,3 +125,108 @@ def test_the_audit_passes_the_release_and_catches_too_little_noise():
     # multiplier of 2 * 0.25 / 0.707 = 0.71 where 2 is claimed; half the noise needs far more trials to show)
     (row,) = A.audit_rows(["dpmerf/release"], trials=10_000, seed=5, progress=False, noise_scale=0.25)
     assert not row["covered"] and row["verdict"] == "caught", row
+
+
+# ---- random convolutional features (method.conv_channels > 0; beyond the paper) ----------------------------
+
+
+def _conv(channels=4, shape=(1, 8, 8), pool=2, seed=0):
+    from dpgen.methods.dpmerf import ConvFeatures
+
+    g = torch.Generator().manual_seed(seed)
+    return ConvFeatures(ConvFeatures.draw(channels, shape[0], g), pool, shape)
+
+
+def test_conv_features_have_norm_at_most_one_and_zero_for_non_finite_rows():
+    from dpgen.methods.dpmerf import features
+
+    conv = _conv()
+    g = torch.Generator().manual_seed(4)
+    x = torch.rand(6, 64, generator=g, dtype=torch.float64) * torch.tensor([1, 1e6, 1e-9, 0, 1, 1.0])[:, None]
+    x[4, 3], x[5, 0] = float("nan"), float("inf")
+    psi = conv(x)
+    assert psi.shape == (6, conv.dim()) == (6, (4 + 8 + 8) * 4 + 3)
+    norms = psi.norm(dim=1)
+    torch.testing.assert_close(norms[:4], torch.ones(4, dtype=torch.float64))  # every block of unit norm
+    assert norms[4] == 0 and norms[5] == 0  # non-finite: 0
+    # a blank image is the constant alone: far from an inked one, not at the origin (no free shrinking of the mean)
+    blank = psi[3].reshape(-1)
+    assert (blank > 0).sum() == 3 and (psi[0] @ blank) < 0.9
+    freqs = torch.randn(16, 64, generator=g, dtype=torch.float64)
+    f = features(x, freqs, conv, share=0.3)
+    assert f.shape == (6, 32 + conv.dim()) and (f.norm(dim=1) <= 1 + 1e-12).all()
+    torch.testing.assert_close(f[:4].norm(dim=1), torch.ones(4, dtype=torch.float64))
+
+
+def test_with_conv_features_replacing_one_record_moves_the_embedding_by_at_most_2_over_n():
+    """Sensitivity by simulation with the convolutional block: random, adversarial and non-finite replacements."""
+    n, classes = 12, 3
+    g = torch.Generator().manual_seed(5)
+    worst = 0.0
+    for trial in range(150):
+        conv = _conv(channels=2 + trial % 3, seed=trial)
+        freqs = torch.randn(8, 64, generator=g, dtype=torch.float64)
+        share = float(torch.rand(1, generator=g).clamp(0.05, 0.95))
+        x = torch.rand(n, 64, generator=g, dtype=torch.float64)
+        y = torch.randint(0, classes, (n,), generator=g)
+        x2, y2 = x.clone(), y.clone()
+        x2[0] = torch.rand(64, generator=g, dtype=torch.float64) * (trial % 5) * 10 ** (trial % 4)
+        if trial % 10 == 0:
+            x2[0, 5] = float("nan")
+        y2[0] = torch.randint(0, classes, (1,), generator=g)
+        a = mean_embedding(x, y, freqs, classes, conv=conv, share=share)
+        b = mean_embedding(x2, y2, freqs, classes, conv=conv, share=share)
+        worst = max(worst, (a - b).norm().item())
+    assert worst <= 2 / n + 1e-12
+    assert worst > 1.2 / n
+
+
+def test_conv_release_noise_std_checkpoint_and_settings_guard(tmp_path):
+    m = _method("method.noise_multiplier=1.5", "privacy.epsilon=100", "method.n_features=8",
+                "method.conv_channels=2", "method.conv_pool=2", n=10, classes=2, dim=16)
+    x, y = torch.rand(10, 1, 4, 4), torch.arange(10) % 2
+    m.rng = torch.Generator().manual_seed(3)
+    draws = []
+    for _ in range(200):
+        m.embedding = None
+        m.prepare_data(x, y)
+        clean = mean_embedding(x, y, m.freqs.double(), 2, conv=m.conv.to(dtype=torch.float64), share=0.5)
+        draws.append((m.embedding.double() - clean).flatten())
+    noise = torch.cat(draws)
+    assert m.embedding.shape == (8 + (2 + 4 + 4) * 4 + 3, 2)
+    assert noise.std().item() == pytest.approx(1.5 * 2 / 10, rel=0.04)
+    # the checkpoint carries the random network: a resumed run trains against the same features
+    state = m.state_dict()
+    m2 = _method("method.noise_multiplier=1.5", "privacy.epsilon=100", "method.n_features=8",
+                 "method.conv_channels=2", "method.conv_pool=2", n=10, classes=2, dim=16)
+    m2.load_state_dict(state)
+    fake, yf = torch.rand(5, 1, 4, 4), torch.tensor([0, 1, 0, 1, 1])
+    assert m2.loss_of(fake, yf).item() == pytest.approx(m.loss_of(fake, yf).item())
+    m3 = _method("method.noise_multiplier=1.5", "privacy.epsilon=100", "method.n_features=8",
+                 "method.conv_channels=4", "method.conv_pool=2", n=10, classes=2, dim=16)
+    with pytest.raises(ValueError, match="conv_channels"):
+        m3.load_state_dict(state)
+    assert "convolutional" in m.privacy_report()["mechanism"]
+
+
+def test_conv_settings_are_validated_and_vector_data_is_refused():
+    from dpgen.config import ConfigError
+
+    for bad, match in (("method.conv_channels=-1", "conv_channels=-1"), ("method.conv_share=1.0", "conv_share=1.0"),
+                       ("method.conv_pool=0", "conv_pool")):
+        with pytest.raises((ConfigError, ValueError), match=match):
+            _method(bad)
+    m = _method("method.conv_channels=2", "privacy.epsilon=100", "method.noise_multiplier=1", n=4, dim=16)
+    m.rng = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="needs images"):
+        m.prepare_data(torch.rand(4, 16), torch.arange(4))
+
+
+def test_the_audit_passes_the_release_with_conv_features_and_catches_too_little_noise():
+    from dpgen.audit import canary as A
+
+    (row,) = A.audit_rows(["dpmerf/release_conv"], trials=3000, seed=2, progress=False)
+    assert row["verdict"] == "pass", row
+    assert row["score_shift_measured"] == pytest.approx(math.sqrt(2) / 4, abs=4 * row["score_shift_se"])
+    (row,) = A.audit_rows(["dpmerf/release_conv"], trials=8000, seed=5, progress=False, noise_scale=0.25)
+    assert not row["covered"] and row["verdict"] == "caught", row
