@@ -46,18 +46,23 @@ def test_replacing_one_record_moves_the_embedding_by_at_most_2_over_n():
     assert worst > 1.2 / n  # the simulation reaches a good part of the bound
 
 
+def _release_noise(m, x, y, draws: int) -> torch.Tensor:
+    """The release minus the noiseless embedding (under the release's own features), over ``draws`` releases."""
+    m.rng = torch.Generator().manual_seed(3)
+    out = []
+    for _ in range(draws):
+        m.embedding = None
+        m.prepare_data(x, y)
+        conv = m.conv.to(dtype=torch.float64) if m.conv is not None else None
+        clean = mean_embedding(x, y, m.freqs.double(), 2, conv=conv, share=m.conv_share)
+        out.append((m.embedding.double() - clean).flatten())
+    return torch.cat(out)
+
+
 def test_the_release_adds_gaussian_noise_of_std_z_2_over_n():
     m = _method("method.noise_multiplier=1.5", "privacy.epsilon=100", "method.n_features=40", n=10, classes=2,
                 dim=4)
-    x, y = torch.rand(10, 1, 2, 2), torch.arange(10) % 2
-    m.rng = torch.Generator().manual_seed(3)
-    draws = []
-    for _ in range(400):
-        m.embedding = None
-        m.prepare_data(x, y)
-        clean = mean_embedding(x, y, m.freqs.double(), 2)
-        draws.append((m.embedding.double() - clean).flatten())
-    noise = torch.cat(draws)
+    noise = _release_noise(m, torch.rand(10, 1, 2, 2), torch.arange(10) % 2, 400)
     assert noise.std().item() == pytest.approx(1.5 * 2 / 10, rel=0.03)
     assert abs(noise.mean().item()) < 4 * 0.3 / math.sqrt(noise.numel())
 
@@ -114,16 +119,18 @@ def test_accounting_task_reports_the_release(tmp_path):
     assert rec["sensitivity"] == pytest.approx(2 / cfg.dataset.n_train)
 
 
-def test_the_audit_passes_the_release_and_catches_too_little_noise():
+@pytest.mark.parametrize("name, trials", [("dpmerf/release", (4000, 10_000)),
+                                          ("dpmerf/release_conv", (3000, 8000))])  # with the random conv features
+def test_the_audit_passes_the_release_and_catches_too_little_noise(name, trials):
     from dpgen.audit import canary as A
 
-    (row,) = A.audit_rows(["dpmerf/release"], trials=4000, seed=2, progress=False)
+    (row,) = A.audit_rows([name], trials=trials[0], seed=2, progress=False)
     assert row["verdict"] == "pass", row
     # the canary's shift is sqrt(2) / N (orthogonal class blocks), within the design's 2 / N
     assert row["score_shift_measured"] == pytest.approx(math.sqrt(2) / 4, abs=4 * row["score_shift_se"])
     # too little noise is caught: a quarter of it (against this canary's sqrt(2) / N shift, an effective noise
     # multiplier of 2 * 0.25 / 0.707 = 0.71 where 2 is claimed; half the noise needs far more trials to show)
-    (row,) = A.audit_rows(["dpmerf/release"], trials=10_000, seed=5, progress=False, noise_scale=0.25)
+    (row,) = A.audit_rows([name], trials=trials[1], seed=5, progress=False, noise_scale=0.25)
     assert not row["covered"] and row["verdict"] == "caught", row
 
 
@@ -184,15 +191,7 @@ def test_with_conv_features_replacing_one_record_moves_the_embedding_by_at_most_
 def test_conv_release_noise_std_checkpoint_and_settings_guard(tmp_path):
     m = _method("method.noise_multiplier=1.5", "privacy.epsilon=100", "method.n_features=8",
                 "method.conv_channels=2", "method.conv_pool=2", n=10, classes=2, dim=16)
-    x, y = torch.rand(10, 1, 4, 4), torch.arange(10) % 2
-    m.rng = torch.Generator().manual_seed(3)
-    draws = []
-    for _ in range(200):
-        m.embedding = None
-        m.prepare_data(x, y)
-        clean = mean_embedding(x, y, m.freqs.double(), 2, conv=m.conv.to(dtype=torch.float64), share=0.5)
-        draws.append((m.embedding.double() - clean).flatten())
-    noise = torch.cat(draws)
+    noise = _release_noise(m, torch.rand(10, 1, 4, 4), torch.arange(10) % 2, 200)
     assert m.embedding.shape == (8 + (2 + 4 + 4) * 4 + 3, 2)
     assert noise.std().item() == pytest.approx(1.5 * 2 / 10, rel=0.04)
     # the checkpoint carries the random network: a resumed run trains against the same features
@@ -220,13 +219,3 @@ def test_conv_settings_are_validated_and_vector_data_is_refused():
     m.rng = torch.Generator().manual_seed(0)
     with pytest.raises(ValueError, match="needs images"):
         m.prepare_data(torch.rand(4, 16), torch.arange(4))
-
-
-def test_the_audit_passes_the_release_with_conv_features_and_catches_too_little_noise():
-    from dpgen.audit import canary as A
-
-    (row,) = A.audit_rows(["dpmerf/release_conv"], trials=3000, seed=2, progress=False)
-    assert row["verdict"] == "pass", row
-    assert row["score_shift_measured"] == pytest.approx(math.sqrt(2) / 4, abs=4 * row["score_shift_se"])
-    (row,) = A.audit_rows(["dpmerf/release_conv"], trials=8000, seed=5, progress=False, noise_scale=0.25)
-    assert not row["covered"] and row["verdict"] == "caught", row
