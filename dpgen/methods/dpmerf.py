@@ -19,7 +19,8 @@ be published.
 
 Beyond the paper (``method.conv_channels > 0``, off by default): the embedding also holds the mean of
 psi(x), the spatially pooled activations of a small *random* convolutional network (three 3 x 3 layers,
-He-normal weights drawn from the mechanism's generator, no data), each layer's block scaled to unit norm:
+He-normal weights drawn from the mechanism's generator, no data), each layer's block (a constant appended)
+scaled to unit norm:
 the feature vector is [sqrt(1 - s) phi(x), sqrt(s / L) psi_1(x), ..., sqrt(s / L) psi_L(x)] with s =
 ``conv_share``, so its norm is at most 1 and the release's sensitivity stays 2 / n. Random convolutions see
 local strokes and edges that a Gaussian kernel on whole images blurs; whether they help is measured on the
@@ -120,8 +121,9 @@ BLOCK_CONSTANT = 1.0
 
 class ConvFeatures:
     """psi(x): a random (data-independent) convolutional network's pooled activations and a constant, each
-    layer's block scaled to norm exactly 1 / sqrt(layers) (a row with a non-finite value: 0). ``weights``: the three layers' (out, in, 3, 3) kernels;
-    ``shape``: the images' (C, H, W), so that flattened rows can be read as images."""
+    layer's block scaled to norm exactly 1 / sqrt(layers) (a row with a non-finite value: 0). ``weights``: the
+    three layers' (out, in, 3, 3) kernels; ``shape``: the images' (C, H, W), so that flattened rows can be read
+    as images."""
 
     def __init__(self, weights, pool: int, shape):
         self.weights, self.pool, self.shape = list(weights), int(pool), tuple(int(v) for v in shape)
