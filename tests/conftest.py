@@ -53,7 +53,8 @@ def run_cli(monkeypatch, capsys, tmp_path):
         monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path))
         # no logging.config.dictConfig in-process: it closes every handler, and some (absl) then close
         # the stream under them, here pytest's capture file
-        monkeypatch.setattr(sys, "argv", ["run.py", *args, f"hydra.run.dir={tmp_path / 'run'}",
+        folder = [] if any(a.startswith("hydra.run.dir=") for a in args) else [f"hydra.run.dir={tmp_path / 'run'}"]
+        monkeypatch.setattr(sys, "argv", ["run.py", *args, *folder,
                                           "hydra/job_logging=none", "hydra/hydra_logging=none"])
         root = logging.getLogger()
         handlers, level = list(root.handlers), root.level

@@ -53,6 +53,7 @@ def test_sample_then_evaluate_gives_the_training_time_accuracy(run_cli, monkeypa
 
     # the papers' protocol on the released set: the run's own downstream accuracy again
     code, out = run_cli("task=evaluate", f"task.synthetic={rel / 'synthetic.npz'}", "dataset=digits", "seed=0",
+                        f"hydra.run.dir={run.parent / 'eval'}",
                         "task.eval_models=[logreg,mlp]", "task.eval_max_epochs=5", "trainer.progress=false")
     assert code == 0, out[-2000:]
     ev = json.loads((_files_line(out) / "metrics.json").read_text())
@@ -135,7 +136,7 @@ def test_evaluate_draws_more_generations_of_a_finished_run(run_cli):
     assert code == 0, out[-2000:]
     run = _files_line(out)
     trained = json.loads((run / "metrics.json").read_text())
-    code, out = run_cli("task=evaluate", f"task.run={run}", "task.generations=2")
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.generations=2", f"hydra.run.dir={run.parent / 'eval'}")
     assert code == 0, out[-2000:]
     ev = json.loads((_files_line(out) / "metrics.json").read_text())
     assert ev["generations"] == 2 and len(ev["per_generation"]) == 2
@@ -144,5 +145,10 @@ def test_evaluate_draws_more_generations_of_a_finished_run(run_cli):
     assert first != second  # another synthetic set
     assert ev["summary"]["logreg"]["mean"] == pytest.approx((first["logreg"] + second["logreg"]) / 2, abs=1e-3)
     assert ev["privacy"]["epsilon_spent"] == trained["privacy"]["epsilon_spent"]
-    code, out = run_cli("task=evaluate")
+    code, out = run_cli("task=evaluate", f"hydra.run.dir={run.parent / 'eval2'}")
     assert code == 2 and "give one of the two" in out
+    # its own run's folder is not an evaluation's: refused before anything there is overwritten
+    before = (run / "metrics.json").read_bytes()
+    code, out = run_cli("task=evaluate", f"task.run={run}", f"hydra.run.dir={run}")
+    assert code == 2 and "holds another run's results (checkpoints/)" in out and "its own folder" in out
+    assert (run / "metrics.json").read_bytes() == before

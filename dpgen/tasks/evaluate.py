@@ -137,19 +137,41 @@ def _run_config(run: Path):
     return validate(OmegaConf.merge(base, saved))
 
 
+def evaluation_folder(cfg, output_dir) -> Path:
+    """task=evaluate's folder, created with its config.yaml; refused when it holds another task's results (a
+    training run's checkpoints or metrics.json: e.g. hydra.run.dir set to the evaluated run's own folder), which
+    this evaluation's config.yaml and metrics.json would overwrite."""
+    import json
+
+    from dpgen.utils.run_dir import run_folder, start_run_dir
+
+    folder = run_folder(output_dir, "evaluate")
+    task = None
+    if (folder / "metrics.json").exists():
+        try:
+            task = json.loads((folder / "metrics.json").read_text()).get("task")
+        except (OSError, ValueError):
+            task = "unknown"
+    held = "checkpoints/" if (folder / "checkpoints").exists() else f"metrics.json of a task={task} run"
+    if (folder / "checkpoints").exists() or task not in (None, "evaluate"):
+        raise ValueError(f"hydra.run.dir={folder} holds another run's results ({held}): task=evaluate would "
+                         "overwrite its config.yaml and metrics.json. Give the evaluation its own folder (another "
+                         "hydra.run.dir, or none)")
+    return start_run_dir(cfg, output_dir, "evaluate")
+
+
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
     own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
     import statistics
 
     from dpgen.utils.io import write_json
-    from dpgen.utils.run_dir import start_run_dir
 
     t0 = time.time()
     run = Path(cfg.task.run)
     rcfg = _run_config(run)
     gens = RunGenerations(rcfg, run)
-    out = start_run_dir(cfg, output_dir, "evaluate")
+    out = evaluation_folder(cfg, output_dir)
     per_gen = []
     for g in range(int(cfg.task.generations)):
         print(f"[dpgen] generation {g + 1} of {cfg.task.generations}: sampling and evaluating", flush=True)
@@ -185,7 +207,6 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     from dpgen.eval import evaluate_downstream
     from dpgen.utils.device import resolve_device
     from dpgen.utils.io import write_json
-    from dpgen.utils.run_dir import start_run_dir
     from dpgen.utils.threads import ThreadShare
 
     if cfg.task.run:
@@ -199,7 +220,7 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     if tuple(X_test.shape[1:]) != shape:
         raise ValueError(f"task.synthetic={task.synthetic} holds samples of shape {shape}; dataset={cfg.dataset.name}'s "
                          f"test split has {tuple(X_test.shape[1:])}: evaluate it on the dataset it was trained for")
-    out = start_run_dir(cfg, output_dir, "evaluate")
+    out = evaluation_folder(cfg, output_dir)
     device = str(resolve_device(cfg.trainer.device))
     # this process's share of the cores (trainer.threads), as a training run's evaluation has: with torch's default
     # of every core, an MLP beside another job took 1,191 s against 10.9 s inside a training run (issue 55)
