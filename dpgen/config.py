@@ -9,6 +9,7 @@ instantiates the dataclasses, whose ``__post_init__`` checks each value and name
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -374,9 +375,22 @@ class ModelConfig:
     #: about 10 % off a DP-Sinkhorn paper-recipe step on 2 cores; contiguous on a GPU), channels_last, contiguous.
     #: The same function either way: only the speed differs
     memory_format: str = "auto"
+    #: a contrast curve on the released samples (dpgen.models.generators.sharpen): a logistic of this slope
+    #: centred at sharpen_at, 0 and 1 kept. null: off. Post-processing of the generator's output: training never
+    #: sees it, every evaluation and release of the run does. In task=evaluate task.run=<run>: null keeps the
+    #: run's own setting, a number replaces it (0: off)
+    sharpen: Optional[float] = None
+    sharpen_at: float = 0.5
 
     def __post_init__(self) -> None:
         from dpgen.models.generators import GENERATORS
+
+        if self.sharpen is not None and not (math.isfinite(float(self.sharpen)) and float(self.sharpen) >= 0):
+            raise ValueError(f"model.sharpen={self.sharpen} must be a finite slope >= 0 (null or 0: off; the "
+                             "measured pick for DP-Sinkhorn's DCT rows is in docs/FIDELITY.md)")
+        if not 0.0 < float(self.sharpen_at) < 1.0:
+            raise ValueError(f"model.sharpen_at={self.sharpen_at} must lie strictly between 0 and 1 (pixels are "
+                             "in [0, 1]; 0.5 is the default)")
 
         _choice(self.generator, "model.generator", ("auto", *GENERATORS))
         check_positive_int(self.code_dim, "model.code_dim")

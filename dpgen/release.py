@@ -136,6 +136,9 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
         "n": n, "seed": seed, "device": device,
         "shape": list(cfg.dataset.shape), "num_classes": int(cfg.dataset.num_classes or 0),
         "labels": "drawn uniformly by the generator (never the private labels)",
+        "post_processing": (f"model.sharpen: a contrast curve of slope {cfg.model.get('sharpen')} centred at "
+                            f"{cfg.model.get('sharpen_at', 0.5)} on every sample, as the run evaluated them"
+                            if cfg.model.get("sharpen") else None),
         "checkpoint": str(run / "checkpoints" / "last.pt"),
         "checkpoint_sha256": _sha256(run / "checkpoints" / "last.pt"),
         "run_folder": str(run),
@@ -169,6 +172,7 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("training steps", sheet["training_steps"]),
         ("samples", f"{sheet['n']:,} of shape {tuple(sheet['shape'])}, {sheet['num_classes']} classes ({sheet['labels']})"),
         ("sampling seed / device", f"{sheet['seed']} / {sheet['device']}"),
+        ("post-processing", sheet.get("post_processing") or "none"),
         ("checkpoint", sheet["checkpoint"]), ("checkpoint SHA-256", sheet["checkpoint_sha256"]),
         ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",

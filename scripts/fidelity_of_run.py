@@ -8,6 +8,12 @@ The generated images' features are saved under <run>/fid_partial/ as they are co
 (60,000 images take about an hour on 2 CPU cores) continues there when the same command runs again.
 
     python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--no-fid] [--out F.json]
+        [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn]
+
+``--sharpen K`` measures the run's samples through model.sharpen's contrast curve of slope K (0: none) in place of
+the run's own setting; the accuracies in metrics.json are then not of these images and are left out, unless
+``--eval-models`` trains those classifiers again on the run's evaluation set (as the run did: its n_synthetic
+samples, seed + 2, tested on the real test split).
 
 Prints one line per run and writes a JSON list (``--out``, atomically).
 """
@@ -25,28 +31,38 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True) -> dict:
+def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True,
+                    sharpen=None, eval_models=None) -> dict:
     from omegaconf import open_dict
 
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
     from dpgen.release import load_generator
-    from dpgen.tasks.generation import fid_enabled, fid_of_generator, n_synthetic, synthetic_set
+    from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator, n_synthetic, synthetic_set
 
     t0 = time.time()
-    cfg, metrics, gen, shape, classes, privacy = load_generator(run, device)
+    cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen)
     with open_dict(cfg):
         cfg.task.fid_samples = fid_samples
         cfg.task.fid = "auto"
     ds = metrics.get("downstream") or {}
     out = {"run": str(run), "method": metrics.get("method"), "dataset": metrics.get("dataset"),
            "epsilon_spent": privacy.get("epsilon_spent") if privacy.get("private") else "inf",
-           **{f"{k}_acc": ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn") if isinstance(ds.get(k), dict)}}
+           "sharpen": [cfg.model.get("sharpen"), cfg.model.get("sharpen_at", 0.5)] if cfg.model.get("sharpen") else None,
+           **{f"{k}_acc": ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn")
+              if isinstance(ds.get(k), dict) and sharpen is None and not eval_models}}
+    if eval_models:  # the classifiers again, on this run's evaluation set as drawn now
+        with open_dict(cfg):
+            cfg.task.eval_models = list(eval_models)
+            cfg.trainer.progress = bool(progress)
+        acc = evaluate_generator(cfg, gen, shape, device, n_private=int(metrics.get("n_private")
+                                                                          or cfg.dataset.n_train))
+        out.update({f"{k}_acc": acc[k]["test_acc"] for k in eval_models if isinstance(acc.get(k), dict)})
     x_test, y_test = as_tensors(load_split(cfg.dataset, "test"))
     n_syn = int(ds.get("n_synthetic") or n_synthetic(cfg.task, int(cfg.dataset.n_train)))
     x_syn, y_syn = synthetic_set(gen, n_syn, int(cfg.seed) + 2, device)
-    fid = set_fidelity(x_syn, y_syn, x_test, y_test, seed=int(cfg.seed))
-    out.update(class_mean=fid["class_mean"]["test_acc"], spread_ratio=fid["spread_ratio"], spread=fid["spread"],
+    sf = set_fidelity(x_syn, y_syn, x_test, y_test, seed=int(cfg.seed))
+    out.update(class_mean=sf["class_mean"]["test_acc"], spread_ratio=sf["spread_ratio"], spread=sf["spread"],
                n_synthetic=n_syn)
     if fid and fid_enabled(cfg):
         out.update(fid_of_generator(cfg, gen, shape, device, progress=progress, resume_dir=run / "fid_partial"))
@@ -64,15 +80,28 @@ def main(argv=None):
                     help="generated images for FID (default: the run's task.fid_samples rule, min(10000, 5 x test))")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-fid", action="store_true", help="the class-mean baseline and spread only (seconds)")
+    ap.add_argument("--sharpen", type=float, default=None,
+                    help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
+    ap.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
+    ap.add_argument("--eval-models", default=None, help="comma-separated, e.g. cnn or logreg,mlp,cnn: train "
+                    "these classifiers again on the run's evaluation set (needed for accuracies with --sharpen)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.sharpen is not None and not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
+        ap.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in (0, 1)")
+    models = [m for m in (args.eval_models or "").split(",") if m]
+    bad = [m for m in models if m not in ("logreg", "mlp", "cnn")]
+    if bad:
+        ap.error(f"--eval-models {args.eval_models}: unknown {bad}; choose from logreg, mlp, cnn")
+    sharpen = None if args.sharpen is None else (args.sharpen, args.sharpen_at)
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 
     results = []
     with ThreadShare("auto"):
         for run in args.runs:
-            r = fidelity_of_run(run, args.fid_samples, args.device, fid=not args.no_fid)
+            r = fidelity_of_run(run, args.fid_samples, args.device, fid=not args.no_fid, sharpen=sharpen,
+                                eval_models=models)
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k not in ("spread",)}, default=str), flush=True)
             if args.out:

@@ -132,6 +132,8 @@ def test_debug_config_composes():
         ("method.bound=chebyshev", "method.bound"),
         ("trainer.batch_size=0", "trainer.batch_size"),
         ("privacy.accountant=magic", "privacy.accountant"),
+        ("model.sharpen=-1", "model.sharpen"),
+        ("model.sharpen_at=1", "model.sharpen_at"),
     ],
 )
 def test_invalid_values_are_named(override, named):

@@ -238,6 +238,44 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
     return gen
 
 
+def sharpen(x: torch.Tensor, k: float, at: float = 0.5) -> torch.Tensor:
+    """The contrast curve of ``model.sharpen``: pixels in [0, 1] through a logistic of slope ``k`` centred at
+    ``at``, rescaled so that 0 stays 0 and 1 stays 1 (monotone; ``k`` -> 0 tends to the identity, a large ``k`` to a
+    threshold at ``at``). Applied to released samples only: post-processing, with no privacy cost."""
+    d = x.double()  # a gentle slope subtracts nearly equal logistics: in float64, as near the identity as it is
+    lo = torch.sigmoid(torch.tensor(-k * at, dtype=d.dtype, device=x.device))
+    hi = torch.sigmoid(torch.tensor(k * (1.0 - at), dtype=d.dtype, device=x.device))
+    d = torch.nan_to_num(d, nan=0.0).clamp(0.0, 1.0)
+    return ((torch.sigmoid(k * (d - at)) - lo) / (hi - lo)).clamp(0.0, 1.0).to(x.dtype)
+
+
+class SharpenedSamples(nn.Module):
+    """A trained generator whose samples pass through :func:`sharpen`: what a run evaluates and releases when
+    ``model.sharpen`` is set. Training never sees it (the mechanism trains the inner generator); ``sample``
+    draws exactly the inner generator's samples, then sharpens them."""
+
+    def __init__(self, inner: ConditionalGenerator, k: float, at: float = 0.5):
+        super().__init__()
+        self.inner, self.k, self.at = inner, float(k), float(at)
+        self.num_classes, self.code_dim, self.out_shape = inner.num_classes, inner.code_dim, inner.out_shape
+
+    def forward(self, z, y=None):
+        return sharpen(self.inner(z, y), self.k, self.at)
+
+    def sample(self, n: int, y=None, generator=None, device=None):
+        x, y = self.inner.sample(n, y=y, generator=generator, device=device)
+        return sharpen(x, self.k, self.at), y
+
+
+def released_generator(gen: ConditionalGenerator, model_cfg) -> nn.Module:
+    """The generator as the run evaluates and releases it: ``gen`` itself, or wrapped in
+    :class:`SharpenedSamples` when ``model.sharpen`` is set (a config without the field: off)."""
+    k = getattr(model_cfg, "sharpen", None) if model_cfg is not None else None
+    if not k:
+        return gen
+    return SharpenedSamples(gen, float(k), float(getattr(model_cfg, "sharpen_at", 0.5) or 0.5))
+
+
 def apply_memory_format(gen: torch.nn.Module, setting: str, device) -> torch.nn.Module:
     """``model.memory_format`` on a generator placed on ``device``: every submodule that offers
     ``set_channels_last`` (the DCGAN generator) gets channels-last weights for ``channels_last``, or for

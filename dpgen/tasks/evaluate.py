@@ -82,8 +82,8 @@ class RunGenerations:
     evaluates it with ``cfg``'s protocol, in this process's share of the cores; the generator is loaded once, on the
     first call, from the run's files as a release reads them."""
 
-    def __init__(self, cfg, run_dir) -> None:
-        self.cfg, self.run_dir = cfg, Path(run_dir)
+    def __init__(self, cfg, run_dir, sharpen=None) -> None:
+        self.cfg, self.run_dir, self.sharpen = cfg, Path(run_dir), sharpen  # sharpen: (slope, centre) or the run's
         self._loaded = None
 
     def _generator(self):
@@ -92,7 +92,7 @@ class RunGenerations:
             from dpgen.utils.device import resolve_device
 
             device = resolve_device(self.cfg.trainer.device)
-            _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device))
+            _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device), sharpen=self.sharpen)
             self._loaded = (gen, shape, device, int(m.get("n_private") or self.cfg.dataset.n_train), m, privacy)
         return self._loaded
 
@@ -160,6 +160,13 @@ def evaluation_folder(cfg, output_dir) -> Path:
     return start_run_dir(cfg, output_dir, "evaluate")
 
 
+def _sharpen_of(rcfg, override):
+    """The contrast curve the evaluated samples went through (model.sharpen), or None."""
+    k, at = override if override is not None else (getattr(rcfg.model, "sharpen", None),
+                                                   getattr(rcfg.model, "sharpen_at", 0.5))
+    return {"slope": float(k), "at": float(at)} if k else None
+
+
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
     own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
@@ -170,7 +177,9 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     t0 = time.time()
     run = Path(cfg.task.run)
     rcfg = _run_config(run)
-    gens = RunGenerations(rcfg, run)
+    model = getattr(cfg, "model", None)  # model.sharpen on the command line replaces the run's own (0: off)
+    sharpen = (model.sharpen, model.sharpen_at) if model is not None and model.sharpen is not None else None
+    gens = RunGenerations(rcfg, run, sharpen)
     out = evaluation_folder(cfg, output_dir)
     per_gen = []
     for g in range(int(cfg.task.generations)):
@@ -187,7 +196,8 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                    "std": round(statistics.stdev([r[k] for r in per_gen]), 4) if len(per_gen) > 1 else 0.0}
                for k in keys}
     metrics = {"task": "evaluate", "run": str(run), "dataset": rcfg.dataset.name, "seed": rcfg.seed,
-               "generations": len(per_gen), "per_generation": per_gen, "summary": summary,
+               "generations": len(per_gen), "per_generation": per_gen,
+               "sharpen": _sharpen_of(rcfg, sharpen), "summary": summary,
                "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2)}
     write_json(out / "metrics.json", metrics)
     print(f"\nevaluate {run}: {len(per_gen)} synthetic sets of its generator (seed {rcfg.seed} + 1000 g), the run's "

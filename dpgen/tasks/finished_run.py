@@ -10,14 +10,16 @@ class ReleaseError(ValueError):
     """The run cannot be released (the message names the file or value and the fix)."""
 
 
-def load_generator(run: Path, device: str = "cpu"):
+def load_generator(run: Path, device: str = "cpu", sharpen=None):
     """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
     its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
-    ``last.pt``): a folder whose ``metrics.json`` describes another step is refused."""
-    from omegaconf import OmegaConf
+    ``last.pt``): a folder whose ``metrics.json`` describes another step is refused. The generator draws as the
+    run's ``model.sharpen`` says; ``sharpen`` = (slope, centre) replaces it (slope 0: off), and the returned
+    config says so (post-processing: the weights' privacy is unchanged)."""
+    from omegaconf import OmegaConf, open_dict
 
     from dpgen.config import register_configs
-    from dpgen.models import generator_from_config
+    from dpgen.models import generator_from_config, released_generator
     from dpgen.train.run_record import load_checkpoint_file, read_run
 
     run = Path(run)
@@ -46,6 +48,10 @@ def load_generator(run: Path, device: str = "cpu"):
     weights = state.get("ema") or state["models"]  # the evaluated model: the EMA when the run kept one
     gen.load_state_dict({key.split(".", 1)[1]: v for key, v in weights.items() if key.startswith("generator.")})
     gen.to(device).eval()
+    if sharpen is not None:
+        with open_dict(cfg):
+            cfg.model.sharpen, cfg.model.sharpen_at = float(sharpen[0]) or None, float(sharpen[1])
+    gen = released_generator(gen, cfg.model)
     return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
 
 

@@ -134,8 +134,13 @@ class GenerationTask(Task):
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
         from dpgen.models import count_parameters
 
+        from dpgen.models import released_generator
+
         gen = models["generator"]
         m: Dict[str, Any] = {"generator": type(gen).__name__, "generator_parameters": count_parameters(gen)}
+        gen = released_generator(gen, cfg.model)  # model.sharpen: what is evaluated is what a release draws
+        if gen is not models["generator"]:
+            m["sharpen"] = {"slope": gen.k, "at": gen.at}
         with torch.no_grad():  # 8 rows; with labels, column j shows class j
             k = self.num_classes
             y_grid = torch.arange(k, device=device).repeat(8) if k else None

@@ -1,0 +1,43 @@
+"""scripts/fidelity_of_run.py: fidelity of a finished run from its folder, with another contrast curve
+(--sharpen) and the classifiers trained again (--eval-models)."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+QUICK = ["method=dpsinkhorn", "dataset=digits", "trainer.steps=40", "task.n_synthetic=600",
+         "task.eval_models=[logreg]", "task.eval_max_epochs=3", "trainer.progress=false", "task.fid=false"]
+
+
+def test_no_fid_another_curve_and_the_classifiers_again(run_cli, capsys):
+    import fidelity_of_run
+
+    code, out = run_cli(*QUICK)
+    assert code == 0, out[-2000:]
+    run = Path(re.search(r"files: (\S+?metrics\.json)", out).group(1)).parent
+    trained = json.loads((run / "metrics.json").read_text())
+
+    own = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False)
+    assert own["fid"] == "n/a: --no-fid" and own["sharpen"] is None
+    assert own["logreg_acc"] == trained["downstream"]["logreg"]["test_acc"]  # read from metrics.json
+    assert own["class_mean"] == pytest.approx(trained["downstream"]["class_mean"]["test_acc"], abs=1e-9)
+
+    again = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, eval_models=["logreg"])
+    assert again["logreg_acc"] == pytest.approx(trained["downstream"]["logreg"]["test_acc"], abs=1e-9)
+
+    sharp = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, sharpen=(30.0, 0.4))
+    assert sharp["sharpen"] == [30.0, 0.4] and "logreg_acc" not in sharp  # metrics.json is not of these images
+    assert sharp["spread"] != own["spread"]
+    sharp = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, sharpen=(30.0, 0.4),
+                                            eval_models=["logreg"])
+    assert isinstance(sharp["logreg_acc"], float)
+
+    with pytest.raises(SystemExit):
+        fidelity_of_run.main([str(run), "--no-fid", "--eval-models", "svm"])
+    assert "unknown ['svm']" in capsys.readouterr().err
