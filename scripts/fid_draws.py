@@ -7,6 +7,9 @@ run's dataset (its Inception features cached under outputs/fid_stats) with preci
 generated images and the public test split are measured: post-processing of the released generator.
 
     python scripts/fid_draws.py <run folder> [<run folder> ...] [--draws 3] [--n 2000] [--out F.json]
+        [--sharpen K [--sharpen-at T]]
+
+``--sharpen K`` draws through model.sharpen's contrast curve of slope K (0: none) in place of the run's own.
 
 Prints one line per draw, then each run's mean and sample std, and writes a JSON list (``--out``, atomically,
 after every draw).
@@ -45,8 +48,14 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=2000, help="generated images per draw (default 2000)")
     ap.add_argument("--seed", type=int, default=1, help="draw i is seeded seed + 1000 i (default 1)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sharpen", type=float, default=None,
+                    help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
+    ap.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.sharpen is not None and not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
+        ap.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in (0, 1)")
+    sharpen = None if args.sharpen is None else (args.sharpen, args.sharpen_at)
     if args.draws < 1 or args.n < 2:
         ap.error(f"--draws {args.draws} / --n {args.n}: need at least 1 draw of at least 2 images")
     from dpgen.eval.fid import get_extractor
@@ -58,7 +67,7 @@ def main(argv=None):
     results = []
     with ThreadShare("auto"):
         for run in args.runs:
-            cfg, _, gen, _, _, _ = load_generator(run, args.device)
+            cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=sharpen)
             draws = []
             for i in range(args.draws):
                 t0 = time.time()
@@ -66,7 +75,8 @@ def main(argv=None):
                 draws.append({"seed": args.seed + 1000 * i, "fid": r["fid"], "precision": r.get("precision"),
                               "recall": r.get("recall"), "seconds": round(time.time() - t0, 1)})
                 print(json.dumps({"run": str(run), **draws[-1]}), flush=True)
-                row = {"run": str(run), "n": args.n, "draws": draws, **summary(d["fid"] for d in draws)}
+                row = {"run": str(run), "n": args.n, "sharpen": sharpen, "draws": draws,
+                       **summary(d["fid"] for d in draws)}
                 results = [*[x for x in results if x["run"] != str(run)], row]
                 if args.out:
                     atomic_write_text(args.out, json.dumps(results, indent=2, default=str))

@@ -61,7 +61,9 @@ def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
     from dpgen.eval import fid
 
     monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: object())
-    monkeypatch.setattr(release, "load_generator", lambda run, device="cpu": (_Cfg, {}, _Gen(), None, None, None))
+    asked = []
+    monkeypatch.setattr(release, "load_generator", lambda run, device="cpu", sharpen=None: asked.append(sharpen) or (
+        _Cfg, {}, _Gen(), None, None, None))
     monkeypatch.setattr(fid_draws, "fid_of_draw", lambda gen, cfg, n, seed, device="cpu": {
         "fid": float(seed % 7), "precision": 0.5, "recall": 0.25})
     out = tmp_path / "draws.json"
@@ -70,3 +72,6 @@ def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
     assert [r["run"] for r in rows] == ["runA", "runB"]
     assert [d["seed"] for d in rows[0]["draws"]] == [1, 1001, 2001] and rows[0]["n_draws"] == 3
     assert math.isclose(rows[1]["fid_mean"], (1 + 1001 % 7 + 2001 % 7) / 3)
+    assert asked == [None, None] and rows[0]["sharpen"] is None
+    fid_draws.main(["runA", "--draws", "1", "--n", "10", "--sharpen", "16", "--sharpen-at", "0.4", "--out", str(out)])
+    assert asked[-1] == (16.0, 0.4) and json.loads(out.read_text())[0]["sharpen"] == [16.0, 0.4]
