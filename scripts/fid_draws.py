@@ -42,20 +42,18 @@ def summary(fids) -> dict:
 
 
 def main(argv=None):
+    from dpgen.tasks.finished_run import add_sharpen_arguments, sharpen_from_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--draws", type=int, default=3, help="independent draws per run (default 3)")
     ap.add_argument("--n", type=int, default=2000, help="generated images per draw (default 2000)")
     ap.add_argument("--seed", type=int, default=1, help="draw i is seeded seed + 1000 i (default 1)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--sharpen", type=float, default=None,
-                    help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
-    ap.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
+    add_sharpen_arguments(ap)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.sharpen is not None and not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
-        ap.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in (0, 1)")
-    sharpen = None if args.sharpen is None else (args.sharpen, args.sharpen_at)
+    sharpen = sharpen_from_args(ap, args)
     if args.draws < 1 or args.n < 2:
         ap.error(f"--draws {args.draws} / --n {args.n}: need at least 1 draw of at least 2 images")
     from dpgen.eval.fid import get_extractor

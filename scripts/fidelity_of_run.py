@@ -74,26 +74,24 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
 
 
 def main(argv=None):
+    from dpgen.tasks.finished_run import add_sharpen_arguments, sharpen_from_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--fid-samples", type=int, default=None,
                     help="generated images for FID (default: the run's task.fid_samples rule, min(10000, 5 x test))")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-fid", action="store_true", help="the class-mean baseline and spread only (seconds)")
-    ap.add_argument("--sharpen", type=float, default=None,
-                    help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
-    ap.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
+    add_sharpen_arguments(ap)
     ap.add_argument("--eval-models", default=None, help="comma-separated, e.g. cnn or logreg,mlp,cnn: train "
                     "these classifiers again on the run's evaluation set (needed for accuracies with --sharpen)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.sharpen is not None and not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
-        ap.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in (0, 1)")
     models = [m for m in (args.eval_models or "").split(",") if m]
     bad = [m for m in models if m not in ("logreg", "mlp", "cnn")]
     if bad:
         ap.error(f"--eval-models {args.eval_models}: unknown {bad}; choose from logreg, mlp, cnn")
-    sharpen = None if args.sharpen is None else (args.sharpen, args.sharpen_at)
+    sharpen = sharpen_from_args(ap, args)
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 

@@ -55,4 +55,23 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None):
     return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
 
 
-__all__ = ["ReleaseError", "load_generator"]
+def add_sharpen_arguments(parser) -> None:
+    """``--sharpen K --sharpen-at T`` on a script's argparse parser: measure a finished run through another
+    contrast curve (``load_generator``'s ``sharpen``; read back with ``sharpen_from_args``)."""
+    parser.add_argument("--sharpen", type=float, default=None,
+                        help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
+    parser.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
+
+
+def sharpen_from_args(parser, args):
+    """(slope, centre) from ``add_sharpen_arguments``' options, None without ``--sharpen``; a bad value is the
+    parser's error, naming both."""
+    if args.sharpen is None:
+        return None
+    if not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
+        parser.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in "
+                     "(0, 1)")
+    return (args.sharpen, args.sharpen_at)
+
+
+__all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "sharpen_from_args"]

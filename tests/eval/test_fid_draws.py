@@ -4,6 +4,7 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,3 +76,17 @@ def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
     assert asked == [None, None] and rows[0]["sharpen"] is None
     fid_draws.main(["runA", "--draws", "1", "--n", "10", "--sharpen", "16", "--sharpen-at", "0.4", "--out", str(out)])
     assert asked[-1] == (16.0, 0.4) and json.loads(out.read_text())[0]["sharpen"] == [16.0, 0.4]
+
+
+@pytest.mark.parametrize("script", ["fid_draws", "fidelity_of_run"])
+@pytest.mark.parametrize("bad", [["--sharpen", "-1"], ["--sharpen", "16", "--sharpen-at", "1"],
+                                 ["--sharpen", "16", "--sharpen-at", "0"]])
+def test_a_bad_curve_is_refused_naming_both_values(script, bad, capsys):
+    import importlib
+
+    mod = importlib.import_module(script)
+    with pytest.raises(SystemExit) as e:
+        mod.main(["runA", *bad])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--sharpen {float(bad[1])}" in err and "--sharpen-at" in err and "centre in (0, 1)" in err
