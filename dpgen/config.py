@@ -298,7 +298,8 @@ class EvaluateTaskConfig(TaskConfig):
     #: or a finished generation run: ``generations`` synthetic sets of its generator, evaluated by its own protocol
     run: Optional[str] = None
     generations: int = 1
-    eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
+    #: null: the run's own classifiers (``task.run``) or [logreg, mlp] (``task.synthetic``)
+    eval_models: Optional[List[str]] = None
     eval_max_epochs: int = 30
     #: LogReg's fit, as ``task=generation``'s
     logreg_solver: str = "fused"
@@ -308,7 +309,10 @@ class EvaluateTaskConfig(TaskConfig):
             raise ConfigError("task=evaluate evaluates a released set (task.synthetic=<file.npz>) or a finished "
                               "generation run's generator (task.run=<folder> task.generations=<G>): give one of the two")
         check_positive_int(self.generations, "task.generations")
-        for m in self.eval_models:
+        if self.eval_models is not None and not list(self.eval_models):
+            raise ConfigError("task.eval_models=[]: name at least one of logreg, mlp, cnn, or leave it null (the "
+                              "run's own classifiers, or [logreg, mlp] for task.synthetic)")
+        for m in self.eval_models or ():
             _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
         _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)
         check_positive_int(self.eval_max_epochs, "task.eval_max_epochs")

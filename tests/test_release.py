@@ -145,6 +145,16 @@ def test_evaluate_draws_more_generations_of_a_finished_run(run_cli):
     assert first != second  # another synthetic set
     assert ev["summary"]["logreg"]["mean"] == pytest.approx((first["logreg"] + second["logreg"]) / 2, abs=1e-3)
     assert ev["privacy"]["epsilon_spent"] == trained["privacy"]["epsilon_spent"]
+    assert ev["eval_models"] == ["logreg", "mlp"] and "mlp" in first  # null: the run's own classifiers
+    # other classifiers than the run's own: the same synthetic set (generation 0), only LogReg trained
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.eval_models=[logreg]",
+                        f"hydra.run.dir={run.parent / 'eval1'}")
+    assert code == 0, out[-2000:]
+    ev1 = json.loads((_files_line(out) / "metrics.json").read_text())
+    assert ev1["eval_models"] == ["logreg"] and "mlp" not in ev1["per_generation"][0]
+    assert ev1["per_generation"][0]["logreg"] == pytest.approx(first["logreg"], abs=1e-9)
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.eval_models=[]", f"hydra.run.dir={run.parent / 'e3'}")
+    assert code == 2 and "task.eval_models=[]" in out and "leave it null" in out
     code, out = run_cli("task=evaluate", f"hydra.run.dir={run.parent / 'eval2'}")
     assert code == 2 and "give one of the two" in out
     # its own run's folder is not an evaluation's: refused before anything there is overwritten

@@ -170,6 +170,7 @@ def _sharpen_of(rcfg, override):
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
     own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
+    import dataclasses
     import statistics
 
     from dpgen.utils.io import write_json
@@ -177,6 +178,8 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     t0 = time.time()
     run = Path(cfg.task.run)
     rcfg = _run_config(run)
+    if cfg.task.eval_models is not None:  # other classifiers than the run's own protocol trained
+        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, eval_models=list(cfg.task.eval_models)))
     model = getattr(cfg, "model", None)  # model.sharpen on the command line replaces the run's own (0: off)
     sharpen = (model.sharpen, model.sharpen_at) if model is not None and model.sharpen is not None else None
     gens = RunGenerations(rcfg, run, sharpen)
@@ -196,7 +199,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                    "std": round(statistics.stdev([r[k] for r in per_gen]), 4) if len(per_gen) > 1 else 0.0}
                for k in keys}
     metrics = {"task": "evaluate", "run": str(run), "dataset": rcfg.dataset.name, "seed": rcfg.seed,
-               "generations": len(per_gen), "per_generation": per_gen,
+               "generations": len(per_gen), "eval_models": list(rcfg.task.eval_models), "per_generation": per_gen,
                "sharpen": _sharpen_of(rcfg, sharpen), "summary": summary,
                "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2)}
     write_json(out / "metrics.json", metrics)
@@ -235,7 +238,7 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     # this process's share of the cores (trainer.threads), as a training run's evaluation has: with torch's default
     # of every core, an MLP beside another job took 1,191 s against 10.9 s inside a training run (issue 55)
     with ThreadShare(cfg.trainer.threads):
-        res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models),
+        res = evaluate_downstream(x, y, X_test, Y_test, models=tuple(task.eval_models or ("logreg", "mlp")),
                                   image_shape=shape if len(shape) == 3 else None, max_epochs=task.eval_max_epochs,
                                   seed=cfg.seed, device=device, progress=bool(cfg.trainer.progress),
                                   logreg_solver=task.logreg_solver)
