@@ -34,7 +34,8 @@ def say_recipe(conf, choices) -> None:
     shape = " x ".join(map(str, conf.dataset.shape))
     if choices.get("experiment"):
         print(f"[dpgen] recipe: the preset conf/experiment/{choices['experiment']}.yaml ({method} on {name}, {shape})")
-    elif choices.get("tuned"):
+    elif choices.get("tuned") and (CONFIG_DIR / "tuned" / f"{choices['tuned']}.yaml").exists():
+        # (Hydra names an optional default's choice even when its file is absent: dataset=usps8 -> dpsinkhorn_usps8)
         print(f"[dpgen] recipe: conf/tuned/{choices['tuned']}.yaml ({method} on {name}, {shape}"
               + (f"; DCT {conf.model.dct_size or min(10, *conf.dataset.shape[1:])} x "
                  f"{conf.model.dct_size or min(10, *conf.dataset.shape[1:])} per channel"

@@ -156,5 +156,9 @@ def test_a_run_says_which_recipe_it_trains_with(capsys):
     say_recipe(compose_config(["dataset=usps"]), {"tuned": None, "experiment": None})
     out = capsys.readouterr().out
     assert "dpsinkhorn on dataset=usps (1 x 16 x 16) has no recipe of its own" in out and "tuned=dpsinkhorn_folder" in out
+    # Hydra names the optional tuned file's choice even where the file is absent: no recipe is claimed for it
+    say_recipe(compose_config(["dataset=usps"]), {"tuned": "dpsinkhorn_usps", "experiment": None})
+    out = capsys.readouterr().out
+    assert "dpsinkhorn on dataset=usps (1 x 16 x 16) has no recipe of its own" in out and "tuned=dpsinkhorn_folder" in out
     say_recipe(compose_config([]), {"tuned": "dpsinkhorn_digits", "experiment": None})
     assert "recipe: conf/tuned/dpsinkhorn_digits.yaml (dpsinkhorn on digits, 1 x 8 x 8; DCT 8 x 8" in capsys.readouterr().out
