@@ -300,6 +300,10 @@ class EvaluateTaskConfig(TaskConfig):
     generations: int = 1
     #: null: the run's own classifiers (``task.run``) or [logreg, mlp] (``task.synthetic``)
     eval_models: Optional[List[str]] = None
+    #: ``task.run`` only: another contrast curve (model.sharpen's slope; 0: none) in place of the run's own; null:
+    #: the run's own (a task setting: the composed ``model`` group is the default dataset's, not the run's)
+    sharpen: Optional[float] = None
+    sharpen_at: float = 0.5
     eval_max_epochs: int = 30
     #: LogReg's fit, as ``task=generation``'s
     logreg_solver: str = "fused"
@@ -309,6 +313,9 @@ class EvaluateTaskConfig(TaskConfig):
             raise ConfigError("task=evaluate evaluates a released set (task.synthetic=<file.npz>) or a finished "
                               "generation run's generator (task.run=<folder> task.generations=<G>): give one of the two")
         check_positive_int(self.generations, "task.generations")
+        if self.sharpen is not None and not (self.sharpen >= 0 and 0 < self.sharpen_at < 1):
+            raise ConfigError(f"task.sharpen={self.sharpen} task.sharpen_at={self.sharpen_at}: need a slope >= 0 (0: no "
+                              "curve) and a centre in (0, 1)")
         if self.eval_models is not None and not list(self.eval_models):
             raise ConfigError("task.eval_models=[]: name at least one of logreg, mlp, cnn, or leave it null (the "
                               "run's own classifiers, or [logreg, mlp] for task.synthetic)")

@@ -141,6 +141,12 @@ def test_invalid_values_are_named(override, named):
         validate(_compose(["method=dpswd", override]))
 
 
+@pytest.mark.parametrize("override", ["task.sharpen=-1", "task.sharpen_at=0"])
+def test_evaluate_curve_values_are_named(override):
+    with pytest.raises(ConfigError, match=r"task\.sharpen"):
+        validate(_compose(["task=evaluate", "task.run=somewhere", "task.sharpen=16", override]))
+
+
 def test_unknown_key_is_named():
     with pytest.raises(Exception, match="nosuchkey"):
         _compose(["privacy.nosuchkey=1"])

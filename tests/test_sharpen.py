@@ -62,7 +62,7 @@ def test_the_wrapper_sharpens_exactly_the_inner_samples_and_only_when_asked():
 
 
 def test_a_run_evaluates_and_releases_through_the_curve_and_trains_without_it(run_cli, tmp_path):
-    code, out = run_cli(*QUICK, f"hydra.run.dir={tmp_path / 'plain'}")
+    code, out = run_cli(*QUICK, "model.sharpen=null", f"hydra.run.dir={tmp_path / 'plain'}")
     assert code == 0, out[-2000:]
     plain = json.loads((_run_folder(out) / "metrics.json").read_text())
     code, out = run_cli(*QUICK, "model.sharpen=30", "model.sharpen_at=0.4")
@@ -94,7 +94,7 @@ def test_a_run_evaluates_and_releases_through_the_curve_and_trains_without_it(ru
     ev = json.loads((_run_folder(out) / "metrics.json").read_text())
     assert ev["sharpen"] == {"slope": 30.0, "at": 0.4}
     assert ev["per_generation"][0]["logreg"] == pytest.approx(sharp["downstream"]["logreg"]["test_acc"], abs=1e-9)
-    code, out = run_cli("task=evaluate", f"task.run={run}", "model.sharpen=0", f"hydra.run.dir={run.parent / 'eval0'}")
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.sharpen=0", f"hydra.run.dir={run.parent / 'eval0'}")
     assert code == 0, out[-2000:]
     off = json.loads((_run_folder(out) / "metrics.json").read_text())
     assert off["sharpen"] is None and off["per_generation"][0]["spread_ratio"] != ev["per_generation"][0]["spread_ratio"]

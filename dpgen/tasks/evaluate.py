@@ -180,8 +180,9 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     rcfg = _run_config(run)
     if cfg.task.eval_models is not None:  # other classifiers than the run's own protocol trained
         rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, eval_models=list(cfg.task.eval_models)))
-    model = getattr(cfg, "model", None)  # model.sharpen on the command line replaces the run's own (0: off)
-    sharpen = (model.sharpen, model.sharpen_at) if model is not None and model.sharpen is not None else None
+    # task.sharpen replaces the run's own curve (0: off); the composed model group is the default data set's (its
+    # tuned file may set a curve), never the run's, so it is not read
+    sharpen = (cfg.task.sharpen, cfg.task.sharpen_at) if cfg.task.sharpen is not None else None
     gens = RunGenerations(rcfg, run, sharpen)
     out = evaluation_folder(cfg, output_dir)
     per_gen = []
