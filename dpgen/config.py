@@ -236,6 +236,8 @@ class AccountingTaskConfig(TaskConfig):
     synthetic: Optional[str] = None
     run: Optional[str] = None
     generations: Optional[int] = None
+    sharpen: Optional[float] = None
+    sharpen_at: Optional[float] = None
     model: Optional[str] = None
     norm: Optional[str] = None
     eval_batch_size: Optional[int] = None
