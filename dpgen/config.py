@@ -289,6 +289,16 @@ class GenerationTaskConfig(TaskConfig):
                 raise ValueError(f"task.fid_samples={self.fid_samples}: FID needs at least 2 generated images")
 
 
+def curve_problem(slope, at) -> str:
+    """What is wrong with a contrast curve's slope and centre (model.sharpen / sharpen_at), "" when nothing: a
+    finite slope >= 0 (0: off) and a centre strictly inside (0, 1)."""
+    if slope is not None and not (math.isfinite(float(slope)) and float(slope) >= 0):
+        return "the slope must be finite and >= 0 (null or 0: no curve)"
+    if not 0.0 < float(at) < 1.0:
+        return "the centre must lie strictly between 0 and 1 (pixels are in [0, 1]; 0.5 is the default)"
+    return ""
+
+
 @dataclass
 class EvaluateTaskConfig(TaskConfig):
     """The papers' downstream protocol on a released synthetic set (``dpgen sample`` writes one):
@@ -315,9 +325,9 @@ class EvaluateTaskConfig(TaskConfig):
             raise ConfigError("task=evaluate evaluates a released set (task.synthetic=<file.npz>) or a finished "
                               "generation run's generator (task.run=<folder> task.generations=<G>): give one of the two")
         check_positive_int(self.generations, "task.generations")
-        if self.sharpen is not None and not (self.sharpen >= 0 and 0 < self.sharpen_at < 1):
-            raise ConfigError(f"task.sharpen={self.sharpen} task.sharpen_at={self.sharpen_at}: need a slope >= 0 (0: no "
-                              "curve) and a centre in (0, 1)")
+        if self.sharpen is not None and curve_problem(self.sharpen, self.sharpen_at):
+            raise ConfigError(f"task.sharpen={self.sharpen} task.sharpen_at={self.sharpen_at}: "
+                              f"{curve_problem(self.sharpen, self.sharpen_at)}")
         if self.eval_models is not None and not list(self.eval_models):
             raise ConfigError("task.eval_models=[]: name at least one of logreg, mlp, cnn, or leave it null (the "
                               "run's own classifiers, or [logreg, mlp] for task.synthetic)")
@@ -398,12 +408,11 @@ class ModelConfig:
     def __post_init__(self) -> None:
         from dpgen.models.generators import GENERATORS
 
-        if self.sharpen is not None and not (math.isfinite(float(self.sharpen)) and float(self.sharpen) >= 0):
-            raise ValueError(f"model.sharpen={self.sharpen} must be a finite slope >= 0 (null or 0: off; the "
-                             "measured pick for DP-Sinkhorn's DCT rows is in docs/FIDELITY.md)")
-        if not 0.0 < float(self.sharpen_at) < 1.0:
-            raise ValueError(f"model.sharpen_at={self.sharpen_at} must lie strictly between 0 and 1 (pixels are "
-                             "in [0, 1]; 0.5 is the default)")
+        if curve_problem(self.sharpen, 0.5):
+            raise ValueError(f"model.sharpen={self.sharpen}: {curve_problem(self.sharpen, 0.5)} (the measured picks "
+                             "are in docs/FIDELITY.md)")
+        if curve_problem(None, self.sharpen_at):
+            raise ValueError(f"model.sharpen_at={self.sharpen_at}: {curve_problem(None, self.sharpen_at)}")
 
         _choice(self.generator, "model.generator", ("auto", *GENERATORS))
         check_positive_int(self.code_dim, "model.code_dim")

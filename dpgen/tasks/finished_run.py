@@ -66,11 +66,13 @@ def add_sharpen_arguments(parser) -> None:
 def sharpen_from_args(parser, args):
     """(slope, centre) from ``add_sharpen_arguments``' options, None without ``--sharpen``; a bad value is the
     parser's error, naming both."""
+    from dpgen.config import curve_problem
+
     if args.sharpen is None:
         return None
-    if not (args.sharpen >= 0 and 0 < args.sharpen_at < 1):
-        parser.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: need a slope >= 0 and a centre in "
-                     "(0, 1)")
+    if curve_problem(args.sharpen, args.sharpen_at):
+        parser.error(f"--sharpen {args.sharpen} --sharpen-at {args.sharpen_at}: "
+                     f"{curve_problem(args.sharpen, args.sharpen_at)}")
     return (args.sharpen, args.sharpen_at)
 
 
