@@ -65,11 +65,21 @@ class DatasetConfig:
     path: Optional[str] = None
     #: set by dpgen when dataset.n_train=0 made it count the records at ``path`` (the report says so)
     n_train_counted: bool = False
+    #: the fraction of the private training records held out, by a public hash of each record, as a validation split
+    #: for a selection mechanism under its own accounting (dpgen.data.holdout; 0: none). The run trains on the rest
+    #: and keeps q = B / n_train: each remaining record is sampled at the rate the ledger charges
+    validation: float = 0.0
 
     def __post_init__(self) -> None:
         self.fill_facts()
         check_positive_int(self.n_train, "dataset.n_train")
         check_positive_int(self.dim, "dataset.dim")
+        from dpgen.data.holdout import check_fraction
+
+        try:
+            self.validation = check_fraction(self.validation)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         self.warn_declared_size()
 
     def warn_declared_size(self) -> None:

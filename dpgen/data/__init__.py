@@ -201,7 +201,23 @@ def load_dataset(name: str, split: str = "train", data_root=None, download: bool
 def load_split(dataset_cfg, split: str = "train") -> Dataset:
     """The ``split`` of the dataset a run's ``dataset`` config node names: ``dataset.loader`` (a
     dotted path ``package.module.function`` taking ``(data_root, split, download, **options)``: a
-    dataset outside dpgen, docs/EXTENDING.md) when given, else :func:`load_dataset`."""
+    dataset outside dpgen, docs/EXTENDING.md) when given, else :func:`load_dataset`.
+
+    With ``dataset.validation=f > 0`` the private training records are split by a public hash of each record
+    (:mod:`dpgen.data.holdout`): ``split="train"`` is the part a run trains on, ``split="validation"`` the part
+    held out for a selection mechanism that runs under its own accounting (parallel composition)."""
+    from dpgen.data.holdout import check_fraction, holdout_part
+
+    fraction = check_fraction(getattr(dataset_cfg, "validation", 0.0))
+    if split == "validation" and fraction == 0:
+        raise ValueError("split='validation' needs a holdout: set dataset.validation=<fraction>, e.g. 0.05, for the "
+                         "run that trains the model too (its training records exclude the held-out ones)")
+    if fraction > 0 and split in ("train", "validation"):
+        return holdout_part(_load_split(dataset_cfg, "train"), fraction, split)
+    return _load_split(dataset_cfg, split)
+
+
+def _load_split(dataset_cfg, split: str) -> Dataset:
     ds = dataset_cfg
     opts = dict(ds.options or {})
     if getattr(ds, "path", None):  # your own data (dataset=folder / npz); a duck-typed node may lack the key

@@ -144,6 +144,13 @@ def check_declared_size(cfg, method, task) -> None:
       neighbours apart); the message does not say the loaded size.
     * Local mechanisms (``accounts_steps = False``: each record privatised once, entropic-LDP): their guarantee
       does not involve n, so nothing is compared."""
+    holdout = float(getattr(cfg.dataset, "validation", 0.0) or 0.0)
+    if holdout > 0 and method.private and method.sampling != "poisson" and method.accounts_steps:
+        raise ValueError(
+            f"dataset.validation={holdout:g} with {cfg.method.name}, which samples without replacement (replace-one "
+            "neighbours): a replaced record may move between the training and the validation part, so the two parts "
+            "would not compose in parallel. Use a Poisson-sampling method (method.sampling=poisson where it has "
+            "one), or set dataset.validation=0.")
     if not method.private or method.sampling == "poisson" or not method.accounts_steps:
         return
     declared = int(cfg.dataset.n_train)
@@ -179,6 +186,13 @@ WALL_CLOCK_NOT_COVERED = ("wall-clock timings (train_seconds, loop_seconds, step
 COUNTED_N_NOT_COVERED = ("the record count n = {n}: counted from dataset.path={path} (dataset.n_train=0), not "
                          "declared, and published as public; a set with one record more or less counts another n. "
                          "Declare dataset.n_train=<n> to keep the count out of the data")
+
+
+#: what a run trained beside a validation split says (dataset.validation)
+HOLDOUT_TEXT = ("dataset.validation={f:g}: the records whose public hash (dpgen.data.holdout) falls below {f:g} are "
+                "held out and never read by this run; it trains on the rest. A selection mechanism that reads only "
+                "the held-out part (scripts/select_on_validation.py) composes with this run in parallel under "
+                "add/remove: the pair's epsilon is the larger of the two, which its selection.json states")
 
 
 def add_not_covered(report: Dict[str, Any], extra: str) -> Dict[str, Any]:
@@ -222,6 +236,9 @@ def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
         report = add_not_covered(report, WALL_CLOCK_NOT_COVERED)
         if getattr(cfg.dataset, "n_train_counted", False):  # your own data, dataset.n_train=0
             report = add_not_covered(report, COUNTED_N_NOT_COVERED.format(n=int(n), path=cfg.dataset.path))
+        holdout = float(getattr(cfg.dataset, "validation", 0.0) or 0.0)
+        if holdout > 0:
+            report = {**report, "validation_holdout": HOLDOUT_TEXT.format(f=holdout)}
     return {**within_budget(selection_not_covered(report, cfg)), "mechanism_randomness": (
         "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
         if cfg.privacy.secret_randomness else

@@ -1,0 +1,70 @@
+"""A validation split carved from the private training set by a public hash of each record (``dataset.validation``).
+
+Each record's part is decided by that record alone: a SHA-256 of a public salt, its label and its pixels, read as a
+number in [0, 1); records below ``fraction`` form the validation split, the others the training split. Adding or
+removing one record therefore changes one part and leaves every other record where it was, so a mechanism run on
+the training part and a mechanism run on the validation part compose in parallel under the add/remove relation:
+the pair is (max(eps_1, eps_2), max(delta_1, delta_2))-DP, the second may even read the first's output. Under the
+replace-one relation a replaced record may move between the parts, and the costs add: dpgen refuses the holdout
+for methods that sample without replacement (dpgen.train.run).
+
+The parts' sizes are computed from the private data: nothing here prints or returns them beyond the datasets
+themselves (they stay in memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+
+from dpgen.data.base import ArrayDataset
+
+#: the public salt of the hash (a new salt draws a new, equally valid partition)
+SALT = b"dpgen-validation-v1"
+#: the splits ``load_split`` knows for a holdout
+PARTS = ("train", "validation")
+
+
+def check_fraction(fraction) -> float:
+    """``dataset.validation`` as a float in [0, 0.5], or a ValueError naming the value and the fix."""
+    try:
+        f = float(fraction or 0.0)
+    except (TypeError, ValueError):
+        raise ValueError(f"dataset.validation={fraction!r} is not a number: give the fraction of the private training "
+                         "records to hold out as a validation split, e.g. dataset.validation=0.05 (0: none)") from None
+    if not (0.0 <= f <= 0.5):
+        raise ValueError(f"dataset.validation={fraction!r} is out of range: give a fraction in [0, 0.5] of the private "
+                         "training records to hold out (0: none; 0.05 holds out about one record in twenty)")
+    return f
+
+
+def record_positions(X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Each record's position in [0, 1): SHA-256 of (salt, label, float32 pixels), its first 8 bytes / 2**64."""
+    xs = X.detach().to("cpu", torch.float32).contiguous().numpy().reshape(len(X), -1)
+    ys = y.detach().to("cpu", torch.int64).numpy()
+    out = np.empty(len(xs), dtype=np.float64)
+    for i in range(len(xs)):
+        h = hashlib.sha256(SALT)
+        h.update(int(ys[i]).to_bytes(8, "little", signed=True))
+        h.update(xs[i].tobytes())
+        out[i] = int.from_bytes(h.digest()[:8], "little") / 2.0 ** 64
+    return out
+
+
+def holdout_part(ds, fraction: float, part: str) -> ArrayDataset:
+    """The ``part`` ("train" or "validation") of the in-memory set ``ds`` under ``dataset.validation=fraction``."""
+    if part not in PARTS:
+        raise ValueError(f"split={part!r}: with dataset.validation the private set has the parts {', '.join(PARTS)}")
+    tensors = getattr(ds, "tensors", None)
+    if tensors is None or len(tensors) != 2:
+        raise ValueError(f"dataset.validation={fraction}: {getattr(ds, 'name', 'this dataset')} is read lazily, and "
+                         "a validation split is carved from in-memory sets only: set dataset.validation=0")
+    X, y = tensors
+    keep = record_positions(X, y) < fraction
+    if part == "train":
+        keep = ~keep
+    idx = torch.from_numpy(np.flatnonzero(keep))
+    return ArrayDataset(X[idx], y[idx], name=ds.name, num_classes=ds.num_classes, split=part,
+                        source=getattr(ds, "source", None))

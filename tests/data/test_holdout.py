@@ -1,0 +1,87 @@
+"""dataset.validation: a validation split carved from the private training set by a public hash of each record."""
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from dpgen.data import load_split
+from dpgen.data.base import ArrayDataset
+from dpgen.data.holdout import check_fraction, holdout_part, record_positions
+
+
+def _digits(validation):
+    return OmegaConf.create({"name": "digits", "options": {}, "loader": None, "data_root": None, "download": False,
+                             "validation": validation})
+
+
+def test_parts_are_disjoint_cover_the_set_and_are_stable():
+    full = load_split(_digits(0.0), "train")
+    train, val = load_split(_digits(0.2), "train"), load_split(_digits(0.2), "validation")
+    assert train.split == "train" and val.split == "validation"
+    assert len(train) + len(val) == len(full)
+    rows = lambda ds: {tuple(x.flatten().tolist()) + (int(y),) for x, y in zip(*ds.tensors)}  # noqa: E731
+    assert not rows(train) & rows(val)
+    # about a fifth held out (binomial: 1,437 records, 6 standard deviations)
+    n, f = len(full), 0.2
+    assert abs(len(val) - n * f) < 6 * np.sqrt(n * f * (1 - f))
+    again = load_split(_digits(0.2), "validation")
+    assert torch.equal(again.tensors[0], val.tensors[0])
+
+
+def test_adding_or_removing_a_record_moves_no_other_record():
+    """Parallel composition needs each record's part to depend on that record alone."""
+    rng = np.random.default_rng(0)
+    X = torch.from_numpy(rng.random((400, 1, 8, 8), dtype=np.float32))
+    y = torch.from_numpy(rng.integers(0, 10, 400))
+    pos = record_positions(X, y)
+    extra = torch.rand(1, 1, 8, 8)
+    pos_plus = record_positions(torch.cat([X[:150], extra, X[150:]]), torch.cat([y[:150], torch.tensor([3]),
+                                                                                  y[150:]]))
+    assert np.array_equal(np.delete(pos_plus, 150), pos)
+    assert np.array_equal(record_positions(X[1:], y[1:]), pos[1:])
+    assert ((pos >= 0) & (pos < 1)).all()
+    # the label is part of the record: the same pixels with another label may land elsewhere
+    assert record_positions(X[:1], torch.tensor([(int(y[0]) + 1) % 10]))[0] != pos[0]
+
+
+@pytest.mark.parametrize("bad", [-0.1, 0.6, "half", float("nan")])
+def test_a_bad_fraction_is_named_with_the_fix(bad):
+    with pytest.raises(ValueError, match="dataset.validation"):
+        check_fraction(bad)
+
+
+def test_validation_needs_a_holdout_and_an_in_memory_set():
+    with pytest.raises(ValueError, match="dataset.validation=<fraction>"):
+        load_split(_digits(0.0), "validation")
+
+    class Lazy:
+        name = "celeba"
+
+    with pytest.raises(ValueError, match="lazily"):
+        holdout_part(Lazy(), 0.1, "train")
+    ds = ArrayDataset(torch.zeros(4, 1, 2, 2), torch.zeros(4), name="x", num_classes=2)
+    with pytest.raises(ValueError, match="split='test'"):
+        holdout_part(ds, 0.1, "test")
+
+
+def test_the_config_refuses_a_bad_fraction():
+    from dpgen.config import ConfigError, DatasetConfig
+
+    with pytest.raises(ConfigError, match="dataset.validation=0.9"):
+        DatasetConfig(name="digits", n_train=1437, validation=0.9)
+    assert DatasetConfig(name="digits", n_train=1437, validation=0.05).validation == 0.05
+
+
+def test_a_replace_one_method_is_refused_with_a_holdout():
+    from types import SimpleNamespace
+
+    from dpgen.train.run import check_declared_size
+
+    cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.05, n_train=100), method=SimpleNamespace(
+        name="dpsinkhorn_adv"))
+    method = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=True)
+    with pytest.raises(ValueError, match="dataset.validation=0.05 with dpsinkhorn_adv"):
+        check_declared_size(cfg, method, SimpleNamespace(n_records=95))
+    poisson = SimpleNamespace(private=True, sampling="poisson", accounts_steps=True)
+    check_declared_size(cfg, poisson, SimpleNamespace(n_records=95))  # add/remove: parallel composition holds
