@@ -25,7 +25,8 @@ import torch
 
 from dpgen.eval._common import to_float_tensor
 
-__all__ = ["set_fidelity", "class_mean_baseline", "intra_class_spread", "spread_ratio", "prdc", "PRDC_K", "PRDC_MAX_SAMPLES"]
+__all__ = ["set_fidelity", "class_mean_baseline", "intra_class_spread", "spread_ratio", "prdc", "recall_indicators",
+           "PRDC_K", "PRDC_MAX_SAMPLES"]
 
 #: neighbours of the k-NN balls (Naeem et al. 2020 recommend k = 5 with 10,000 samples a side)
 PRDC_K = 5
@@ -124,6 +125,28 @@ def prdc(real_features, fake_features, k: int = PRDC_K, max_samples: Optional[in
     with contextlib.redirect_stdout(io.StringIO()):
         out = compute_prdc(real_features=real, fake_features=fake, nearest_k=int(k))
     return {key: float(v) for key, v in out.items()}
+
+
+def recall_indicators(real, fake, k: int = PRDC_K, chunk: int = 2048) -> np.ndarray:
+    """For each real sample, whether it lies inside the fake manifold of Kynkaanniemi et al. (2019): within the
+    k-NN radius of some fake sample (its distance to its k-th nearest other fake), with the ``prdc`` package's
+    strict inequality; the mean is ``prdc``'s recall. Each real sample's indicator depends on that sample and the
+    fakes only, so a sum over private records has sensitivity 1 (dpgen.privacy.selection). Euclidean distances of
+    the flattened inputs (pixels, or features), float64."""
+    r = torch.as_tensor(np.asarray(real, dtype=np.float64)).reshape(len(real), -1)
+    f = torch.as_tensor(np.asarray(fake, dtype=np.float64)).reshape(len(fake), -1)
+    if len(f) <= k:
+        raise ValueError(f"need more than k={k} fake samples for their k-NN radii")
+    radii = []
+    for i in range(0, len(f), chunk):  # the k-th nearest other fake: index k of the sorted row (0 is itself)
+        d = torch.cdist(f[i:i + chunk], f)
+        radii.append(d.kthvalue(k + 1, dim=1).values)
+    radius = torch.cat(radii)
+    out = np.zeros(len(r), dtype=bool)
+    for i in range(0, len(r), chunk):
+        d = torch.cdist(r[i:i + chunk], f)
+        out[i:i + chunk] = (d < radius[None, :]).any(dim=1).numpy()
+    return out
 
 
 def set_fidelity(x_syn, y_syn, x_test, y_test, seed: int = 0) -> Dict[str, object]:

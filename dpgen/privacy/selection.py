@@ -1,0 +1,74 @@
+"""Choosing one of a few public candidates on private records: the exponential mechanism (McSherry & Talwar 2007).
+
+Each private record contributes to every candidate's score a number in ``[0, bound]`` (:func:`bounded_scores` clips
+it there, a non-finite one counts 0), so adding or removing one record moves each score by at most ``bound``: the
+sensitivity. :func:`exponential_choice` returns ``argmax_k (s_k + G_k)`` with G_k i.i.d. Gumbel of scale
+``2 * bound / epsilon``, which draws candidate k with probability proportional to ``exp(epsilon * s_k / (2 * bound))``
+(the Gumbel-max trick): epsilon-DP (pure, delta 0) for any scores of that sensitivity. Only the chosen index leaves
+the mechanism; the scores stay in memory.
+
+Used by ``scripts/select_on_validation.py`` on a validation split held out from the private training set
+(``dataset.validation``, dpgen.data.holdout), so that the choice composes in parallel with the run that trained on
+the rest: :func:`parallel_epsilon`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from dpgen.privacy.validation import check_epsilon, check_positive
+
+
+def bounded_scores(contributions, bound: float) -> np.ndarray:
+    """Per-candidate scores from a ``[records, candidates]`` array of per-record contributions, each clipped to
+    ``[0, bound]`` (NaN and -inf count 0, +inf counts ``bound``): one record moves each score by at most ``bound``."""
+    bound = check_positive(bound, "bound")
+    c = np.asarray(contributions, dtype=np.float64)
+    if c.ndim != 2:
+        raise ValueError("contributions must be a [records, candidates] array")
+    c = np.nan_to_num(c, nan=0.0, posinf=bound, neginf=0.0)
+    return np.clip(c, 0.0, bound).sum(axis=0)
+
+
+def selection_probabilities(scores: Sequence[float], sensitivity: float, epsilon: float) -> np.ndarray:
+    """The probability :func:`exponential_choice` picks each candidate: softmax(epsilon * s / (2 * sensitivity))."""
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    s = np.asarray(scores, dtype=np.float64) * (epsilon / (2.0 * sensitivity))
+    s -= s.max()
+    p = np.exp(s)
+    return p / p.sum()
+
+
+def exponential_choice(scores: Sequence[float], sensitivity: float, epsilon: float,
+                       rng: Optional[np.random.Generator] = None) -> int:
+    """The index the exponential mechanism draws (Gumbel-max; epsilon-DP for scores of ``sensitivity``).
+    ``rng`` None: a generator seeded from OS entropy, so the noise cannot be predicted from any public seed."""
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1 or len(s) == 0:
+        raise ValueError("scores must be a non-empty list, one per candidate")
+    if not np.all(np.isfinite(s)):  # bounded_scores never yields one; said without the values
+        raise ValueError("a score is not finite: build the scores with bounded_scores")
+    rng = rng if rng is not None else np.random.default_rng()
+    noisy = s + rng.gumbel(0.0, 2.0 * sensitivity / epsilon, size=len(s))
+    return int(np.argmax(noisy))
+
+
+def parallel_epsilon(run_epsilon: float, selection_epsilon: float) -> float:
+    """Epsilon of a run on one part of a hash partition and a selection on the other (add/remove one record: the
+    record lies in one part, so the pair costs what that part's mechanism costs): the larger of the two."""
+    return float(max(float(run_epsilon), float(selection_epsilon)))
+
+
+def choice_ratio_bound(epsilon: float) -> float:
+    """The most any candidate's probability may change between neighbouring data sets: exp(epsilon)."""
+    return math.exp(float(epsilon))
+
+
+__all__ = ["bounded_scores", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
+           "selection_probabilities"]

@@ -1,0 +1,84 @@
+"""scripts/select_on_validation.py: a contrast curve chosen on the held-out part of the private training set by the
+exponential mechanism, composed in parallel with the run; and recall_indicators, its diversity term."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+QUICK = ["dataset=digits", "trainer.steps=30", "task.n_synthetic=500", "task.eval_models=[logreg]", "task.fid=false",
+         "trainer.progress=false"]
+
+
+def test_recall_indicators_average_to_prdcs_recall():
+    from prdc import compute_prdc
+
+    from dpgen.eval.fidelity import recall_indicators
+
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(300, 6)).astype(np.float32)
+    fake = (rng.normal(size=(250, 6)) * 0.7 + 0.3).astype(np.float32)
+    covered = recall_indicators(real, fake, k=3, chunk=64)
+    assert covered.dtype == bool and covered.shape == (300,)
+    ref = compute_prdc(real_features=real, fake_features=fake, nearest_k=3)["recall"]
+    assert abs(covered.mean() - ref) < 1e-9
+    # each real sample's indicator depends on it and the fakes only: dropping other real samples changes nothing
+    assert np.array_equal(recall_indicators(real[::2], fake, k=3), covered[::2])
+
+
+def _run(run_cli, tmp_path, name, *extra):
+    code, out = run_cli("method=dpsinkhorn", *QUICK, *extra, f"hydra.run.dir={tmp_path / name}")
+    assert code == 0, out[-2000:]
+    return tmp_path / name
+
+
+def test_selection_reads_only_the_held_out_part_and_writes_no_score(run_cli, tmp_path, monkeypatch, capsys):
+    import select_on_validation as sov
+
+    import dpgen.data
+
+    run = _run(run_cli, tmp_path, "held", "dataset.validation=0.2")
+    privacy = json.loads((run / "metrics.json").read_text())["privacy"]
+    assert "dataset.validation=0.2" in privacy["validation_holdout"]
+    splits = []
+    real_load = dpgen.data.load_split
+    monkeypatch.setattr(dpgen.data, "load_split", lambda cfg, split="train": splits.append(split)
+                        or real_load(cfg, split))
+    assert sov.main([str(run), "--candidates", "0", "8@0.3", "16@0.5", "--n-synthetic", "300"]) == 0
+    assert splits == ["validation"]  # never the test split, never the training part
+    out = capsys.readouterr().out
+    sel = json.loads((run / "selection.json").read_text())
+    assert sel["chosen"] in sel["candidates"] and len(sel["candidates"]) == 3
+    assert sel["epsilon"] == 1.0 and sel["delta"] == 0.0 and sel["sensitivity"] == 2.0
+    assert sel["epsilon_total"] == max(privacy["epsilon_spent"], 1.0)
+    assert "add/remove" in sel["neighbouring_relation"] and "parallel" in sel["composition"]
+    assert set(sel) == {"run", "candidates", "chosen", "held_out", "score", "samples", "mechanism", "sensitivity",
+                        "epsilon", "delta", "neighbouring_relation", "composition", "run_epsilon_spent",
+                        "run_delta", "epsilon_total", "not_covered", "seconds"}  # no scores, no counts
+    assert re.search(r"task\.sharpen=\S+ task\.sharpen_at=\S+", out)
+    # the held-out part is spent once
+    with pytest.raises(SystemExit):
+        sov.main([str(run), "--n-synthetic", "300"])
+    assert "already spent" in capsys.readouterr().err
+
+
+def test_refusals_name_the_value_and_the_fix(run_cli, tmp_path, capsys):
+    import select_on_validation as sov
+
+    whole = _run(run_cli, tmp_path, "whole")
+    with pytest.raises(SystemExit):
+        sov.main([str(whole), "--n-synthetic", "300"])
+    assert "dataset.validation=0.05" in capsys.readouterr().err
+    held = _run(run_cli, tmp_path, "held", "dataset.validation=0.2")
+    for args, said in ((["--epsilon", "50"], "above the run's budget"), (["--candidates", "0", "8@1.5"], "8@1.5"),
+                       (["--candidates", "0", "x@y"], "K@T"), (["--candidates", "0", "0"], "two or more")):
+        with pytest.raises(SystemExit):
+            sov.main([str(held), "--n-synthetic", "300", *args])
+        assert said in capsys.readouterr().err
+    assert not (held / "selection.json").exists()
