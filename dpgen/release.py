@@ -153,6 +153,45 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
     }
 
 
+def read_selection(run: Path) -> Optional[Dict[str, Any]]:
+    """``<run>/selection.json`` (scripts/select_on_validation.py), None when absent; a file that does not name a
+    valid choice is refused (the release would not know which curve its epsilon covers)."""
+    path = Path(run) / "selection.json"
+    if not path.exists():
+        return None
+    try:
+        sel = json.loads(path.read_text())
+        chosen = sel["chosen"]
+        float(chosen["sharpen"]), float(chosen["sharpen_at"]), float(sel["epsilon"]), float(sel["epsilon_total"])
+    except (ValueError, KeyError, TypeError):
+        raise ReleaseError(f"{path} is not a selection written by scripts/select_on_validation.py (it must name "
+                           "'chosen', 'epsilon' and 'epsilon_total'): restore it, or move it away to release the run "
+                           "with its own settings") from None
+    if chosen not in sel.get("candidates", []):
+        raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
+    return sel
+
+
+def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]:
+    """The datasheet of a release whose contrast curve was chosen on held-out records: the curve, that choice's
+    own mechanism and epsilon, and the pair's epsilon (parallel composition: the larger) as ``epsilon_spent``."""
+    c = sel["chosen"]
+    sheet = dict(sheet)
+    sheet["epsilon_of_training"] = sheet.get("epsilon_spent")
+    spent = [v for v in (sheet.get("epsilon_spent"), sel["epsilon"]) if isinstance(v, (int, float))]
+    sheet["epsilon_spent"] = max(spent) if spent else sheet.get("epsilon_spent")
+    sheet["post_processing"] = (
+        f"model.sharpen: a contrast curve of slope {c['sharpen']:g} centred at {c['sharpen_at']:g} on every sample"
+        if c["sharpen"] else "none") + (
+        f", chosen among {len(sel['candidates'])} curves on the records held out from training "
+        f"({sel.get('held_out', 'dataset.validation')}) by the exponential mechanism at epsilon {sel['epsilon']:g} "
+        "(scripts/select_on_validation.py, selection.json); it composes with training in parallel, so the epsilon "
+        "stated is the larger of the two")
+    sheet["selection"] = {k: sel.get(k) for k in ("candidates", "chosen", "epsilon", "delta", "mechanism", "score",
+                                                  "neighbouring_relation", "composition", "epsilon_total")}
+    return sheet
+
+
 def _markdown(sheet: Dict[str, Any]) -> str:
     acc = sheet["downstream_at_training_time"]["test_acc"]
     eps = sheet["epsilon_spent"]
@@ -207,7 +246,9 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     if device is None:
         mf = run / "metrics.json"
         device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
-    cfg, metrics, gen, shape, k, p = load_generator(run, device)
+    selection = read_selection(run)
+    curve = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"]) if selection else None
+    cfg, metrics, gen, shape, k, p = load_generator(run, device, sharpen=curve)
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
     if not covered and not allow_non_private:
         why = "a non-private method" if not p.get("private") else "its privacy report says guarantee_holds: false"
@@ -231,6 +272,8 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     else:
         files.pop("png")
     sheet = datasheet(cfg, metrics, run, n, seed, device, files, p)
+    if selection:  # the curve was chosen on held-out private records: that mechanism's epsilon is stated too
+        sheet = with_selection(sheet, selection)
     # task=evaluate states the privacy of a set it evaluates from the datasheet that describes that very file
     sheet["synthetic_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
     atomic_write_text(out / "datasheet.json", json.dumps(sheet, indent=2, default=str))

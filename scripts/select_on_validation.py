@@ -17,7 +17,8 @@ pair composes in parallel: its epsilon is max(run, selection), the run's own whe
 (larger is refused). Only the chosen candidate leaves: the scores, the part's size and its records stay in memory.
 
 Writes ``<run>/selection.json`` (atomically; a second selection on the same run is refused, since two would add
-up) and prints the commands that measure the chosen curve.
+up) and prints the commands that measure the chosen curve. ``dpgen sample <run>`` then releases through the chosen
+curve, and its datasheet states the selection and the pair's epsilon.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed
         "neighbouring_relation": "add/remove one record",
         "composition": "parallel: the run read only the training part, the selection only the held-out part, and "
                        "one record lies in one part; the pair's epsilon is the larger of the two",
+        "checkpoint_step": privacy.get("checkpoint_step"),
         "run_epsilon_spent": run_eps,
         "run_delta": privacy.get("delta"),
         "epsilon_total": parallel_epsilon(run_eps, epsilon),

@@ -59,9 +59,19 @@ def test_selection_reads_only_the_held_out_part_and_writes_no_score(run_cli, tmp
     assert sel["epsilon_total"] == max(privacy["epsilon_spent"], 1.0)
     assert "add/remove" in sel["neighbouring_relation"] and "parallel" in sel["composition"]
     assert set(sel) == {"run", "candidates", "chosen", "held_out", "score", "samples", "mechanism", "sensitivity",
-                        "epsilon", "delta", "neighbouring_relation", "composition", "run_epsilon_spent",
+                        "epsilon", "delta", "neighbouring_relation", "composition", "checkpoint_step", "run_epsilon_spent",
                         "run_delta", "epsilon_total", "not_covered", "seconds"}  # no scores, no counts
     assert re.search(r"task\.sharpen=\S+ task\.sharpen_at=\S+", out)
+    # the release goes through the chosen curve and states the selection and the pair's epsilon
+    from dpgen.release import release
+
+    sheet = release(run, n=200)
+    c = sel["chosen"]
+    assert sheet["selection"]["chosen"] == c and sheet["epsilon_spent"] == sel["epsilon_total"]
+    assert sheet["epsilon_of_training"] == privacy["epsilon_spent"]
+    assert "exponential mechanism at epsilon 1" in sheet["post_processing"]
+    assert ("contrast curve of slope" in sheet["post_processing"]) == bool(c["sharpen"])
+    assert "epsilon 1" in (run / "release" / "DATASHEET.md").read_text()
     # the held-out part is spent once
     with pytest.raises(SystemExit):
         sov.main([str(run), "--n-synthetic", "300"])
@@ -82,3 +92,18 @@ def test_refusals_name_the_value_and_the_fix(run_cli, tmp_path, capsys):
             sov.main([str(held), "--n-synthetic", "300", *args])
         assert said in capsys.readouterr().err
     assert not (held / "selection.json").exists()
+
+
+def test_a_release_refuses_an_edited_selection(tmp_path):
+    from dpgen.release import read_selection
+    from dpgen.tasks.finished_run import ReleaseError
+
+    assert read_selection(tmp_path) is None
+    (tmp_path / "selection.json").write_text(json.dumps({"chosen": {"sharpen": 3, "sharpen_at": 0.5}, "epsilon": 1,
+                                                         "epsilon_total": 10, "candidates": [{"sharpen": 0,
+                                                                                              "sharpen_at": 0.5}]}))
+    with pytest.raises(ReleaseError, match="not one of its candidates"):
+        read_selection(tmp_path)
+    (tmp_path / "selection.json").write_text("{}")
+    with pytest.raises(ReleaseError, match="select_on_validation"):
+        read_selection(tmp_path)
