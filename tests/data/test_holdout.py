@@ -85,3 +85,9 @@ def test_a_replace_one_method_is_refused_with_a_holdout():
         check_declared_size(cfg, method, SimpleNamespace(n_records=95))
     poisson = SimpleNamespace(private=True, sampling="poisson", accounts_steps=True)
     check_declared_size(cfg, poisson, SimpleNamespace(n_records=95))  # add/remove: parallel composition holds
+
+
+def test_run_py_names_a_bad_fraction_and_leaves_no_folder(run_cli, tmp_path):
+    code, out = run_cli("dataset.validation=0.9", "trainer.steps=5")
+    assert code == 2 and "dataset.validation=0.9 is out of range" in out, out[-1500:]
+    assert not (tmp_path / "run").exists()
