@@ -721,6 +721,46 @@ def audit_local(trials: int, seed: int, kind: str = "gaussian", sensitivity: str
                    scores[0], scores[1])
 
 
+# ---- the exponential mechanism that picks a setting on held-out records (dpgen.privacy.selection) ----
+
+#: epsilon of the audited selection, and the sensitivity (per-record contribution bound) of its scores
+SELECTION_EPSILON = 2.0
+SELECTION_BOUND = 2.0
+ADD_REMOVE_HELD_OUT = "add/remove one record of the held-out part (dataset.validation)"
+
+
+def audit_selection(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
+                    nonfinite: bool = False, clip: bool = True, gap: Optional[float] = None) -> Samples:
+    """:func:`dpgen.privacy.selection.bounded_scores` then :func:`exponential_choice` (what
+    scripts/select_on_validation.py calls), two candidates. D' = 50 held-out records whose scores put candidate
+    0 ``gap`` behind candidate 1 (default: half the bound, where one record moves P(choose 0) the most); D adds a
+    canary contributing the bound to candidate 0 and nothing to candidate 1 (``nonfinite``: +inf and NaN, clipped
+    to the same). Score: 1 when candidate 0 is chosen. By design the canary moves P(choose 0) by at most
+    tanh(epsilon / 8) (at that gap) and the log odds by at most epsilon / 2 (adding a record only raises scores).
+    Not covered, must be caught: ``clip=False`` (contributions summed unclipped, a canary of 10 x the bound) and a
+    quarter of the noise (at gap 2.3, where it shows)."""
+    from dpgen.privacy.selection import bounded_scores, exponential_choice
+
+    bound, eps = SELECTION_BOUND, SELECTION_EPSILON
+    gap = bound / 2 if gap is None else float(gap)
+    base = np.vstack([np.ones((48, 2)), np.tile([0.0, gap / 2], (2, 1))])
+    canary = np.array([[np.inf, np.nan]]) if nonfinite else np.array([[bound if clip else 10 * bound, 0.0]])
+    total = (lambda c: bounded_scores(c, bound)) if clip else (lambda c: np.nan_to_num(c).sum(axis=0))
+    rng = np.random.default_rng(seed)
+    # the real mechanism at noise_scale x its Gumbel scale: the epsilon passed to it is divided by noise_scale
+    eps_run = eps / noise_scale
+    scores = []
+    for data, desc in ((np.vstack([base, canary]), "selection D"), (base, "selection D'")):
+        s = total(data)
+        scores.append(np.array([float(exponential_choice(s, bound, eps_run, rng=rng) == 0)
+                                for _ in _trials(trials, desc, progress)]))
+    variant = f"two candidates, bound {bound:g}, gap {gap:g}" + ("" if clip else "; contributions unclipped "
+                                                                 "(deliberate bug)")
+    return Samples("exponential mechanism (dpgen/privacy/selection.py)", _variant(variant, noise_scale, nonfinite),
+                   ADD_REMOVE_HELD_OUT, clip and noise_scale == 1.0, eps, 0.0, math.tanh(eps / 8),
+                   scores[0], scores[1], ["score: whether candidate 0 is chosen; design shift tanh(eps/8)"])
+
+
 # ---- any method with the release hook (dpgen.methods.base.Method.release), outside methods included ----
 
 RELEASE_SHAPE = (1, 4, 4)
@@ -816,6 +856,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("dpsgd/func", audit_dpsgd, {"per_sample": "func"}, trials_factor=0.5),
     AuditSpec("dpdann", audit_dpdann, {}, trials_factor=0.5),
     AuditSpec("da_dpswd/clip", audit_da_dpswd, {}),
+    AuditSpec("selection/exponential", audit_selection, {}, trials_factor=2.0, fast=True, min_trials=20_000),
     AuditSpec("local/laplace", audit_local, {"kind": "laplace"}, trials_factor=10.0, fast=True, min_trials=100_000),
     AuditSpec("local/gaussian", audit_local, {"kind": "gaussian"}, trials_factor=20.0, fast=True,
               min_trials=200_000),
@@ -832,6 +873,7 @@ AUDITS: List[AuditSpec] = [
     AuditSpec("nonfinite/dpsgd_func", audit_dpsgd, {"nonfinite": True, "per_sample": "func"}, trials_factor=0.2),
     AuditSpec("nonfinite/dpdann", audit_dpdann, {"nonfinite": True}, trials_factor=0.2),
     AuditSpec("nonfinite/da_dpswd", audit_da_dpswd, {"nonfinite": True}, trials_factor=0.3),
+    AuditSpec("nonfinite/selection", audit_selection, {"nonfinite": True}, trials_factor=1.0, min_trials=10_000),
     AuditSpec("nonfinite/local_gaussian", audit_local, {"kind": "gaussian", "nonfinite": True}, trials_factor=2.0,
               min_trials=20_000),
     # not covered by the analysis: must be caught
@@ -849,6 +891,9 @@ AUDITS: List[AuditSpec] = [
               trials_factor=0.2),
     AuditSpec("dpsinkhorn/dct_per_record_quarter_noise", audit_dpsinkhorn_dct, {"clip_mode": "per_sample",
               "noise_scale": 0.25}, trials_factor=0.3),
+    AuditSpec("selection/unclipped", audit_selection, {"clip": False}, trials_factor=0.5, fast=True),
+    AuditSpec("selection/quarter_noise", audit_selection, {"noise_scale": 0.25, "gap": 2.3}, trials_factor=1.0,
+              min_trials=10_000),
     AuditSpec("local/laplace_radius", audit_local, {"kind": "laplace", "sensitivity": "radius"}, trials_factor=10.0,
               min_trials=100_000),
     AuditSpec("local/gaussian_radius", audit_local, {"kind": "gaussian", "sensitivity": "radius"},

@@ -76,7 +76,8 @@ def test_claimed_epsilon_is_the_analytic_gaussian():
 
 @pytest.mark.parametrize("name,trials", [("dpswd/frame", 600), ("dpsinkhorn/hook", 1000), ("dpsgd", 600),
                                          ("dpsinkhorn/dct_per_record", 1000),
-                                         ("dpswd/dp_mean", 1000), ("local/gaussian", 1000)])
+                                         ("dpswd/dp_mean", 1000), ("local/gaussian", 1000),
+                                         ("selection/exponential", 1000), ("nonfinite/selection", 1000)])
 def test_fast_audit_passes(name, trials):
     (row,) = A.audit_rows([name], trials=trials, seed=123, progress=False)
     assert row["covered"] and row["verdict"] == "pass", row
@@ -89,7 +90,8 @@ def test_fast_audit_passes(name, trials):
 # ---- (c) power: what dpgen says is not covered is caught ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["dpswd/row_bound=none", "dpsinkhorn/leaky_logger"])
+@pytest.mark.parametrize("name", ["dpswd/row_bound=none", "dpsinkhorn/leaky_logger", "selection/unclipped",
+                                  "selection/quarter_noise"])
 def test_not_covered_variants_are_caught(name):
     (row,) = A.audit_rows([name], trials=600, seed=7, progress=False)
     assert not row["covered"] and row["verdict"] == "caught", row
