@@ -182,6 +182,9 @@ class GenerationTask(Task):
                 others = ", ".join(f"{k} {v:.4f}" for k, v in (p.get("epsilon_cross_check") or {}).items())
                 print(f"  cross-check ({others}): {'passed' if check['passed'] else 'FAILED'}, {check['rule']}; "
                       "the epsilon charged is the one above")
+            if p.get("validation_holdout"):  # the held-out records, unread: where a setting may be chosen
+                print(f"  held out: {p['validation_holdout'].split(':')[0]}, never read by this run; choose a contrast "
+                      f"curve there under its own epsilon: python scripts/select_on_validation.py {out}")
         else:
             print("  privacy: none (non-private baseline)")
         ds = m.get("downstream") or {}

@@ -35,6 +35,9 @@ def test_recall_indicators_average_to_prdcs_recall():
 def _run(run_cli, tmp_path, name, *extra):
     code, out = run_cli("method=dpsinkhorn", *QUICK, *extra, f"hydra.run.dir={tmp_path / name}")
     assert code == 0, out[-2000:]
+    # a run beside a held-out part says so, and what to do with it
+    assert ("held out: dataset.validation=" in out and f"select_on_validation.py {tmp_path / name}" in out) \
+        == bool(extra)
     return tmp_path / name
 
 
