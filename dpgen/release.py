@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from dpgen.tasks.finished_run import ReleaseError, load_generator  # noqa: F401  (the release's API)
+from dpgen.tasks.finished_run import ReleaseError, load_generator, read_selection  # noqa: F401  (the release's API)
 
 USAGE = ("usage: dpgen sample <run folder> [n=<samples>] [seed=<int>] [out=<folder>] [device=cpu|cuda] "
          "[allow_non_private=true]")
@@ -151,25 +151,6 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
                            f"seed={int(cfg.seed)}"),
         "files": files,
     }
-
-
-def read_selection(run: Path) -> Optional[Dict[str, Any]]:
-    """``<run>/selection.json`` (scripts/select_on_validation.py), None when absent; a file that does not name a
-    valid choice is refused (the release would not know which curve its epsilon covers)."""
-    path = Path(run) / "selection.json"
-    if not path.exists():
-        return None
-    try:
-        sel = json.loads(path.read_text())
-        chosen = sel["chosen"]
-        float(chosen["sharpen"]), float(chosen["sharpen_at"]), float(sel["epsilon"]), float(sel["epsilon_total"])
-    except (ValueError, KeyError, TypeError):
-        raise ReleaseError(f"{path} is not a selection written by scripts/select_on_validation.py (it must name "
-                           "'chosen', 'epsilon' and 'epsilon_total'): restore it, or move it away to release the run "
-                           "with its own settings") from None
-    if chosen not in sel.get("candidates", []):
-        raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
-    return sel
 
 
 def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]:

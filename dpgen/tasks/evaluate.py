@@ -173,6 +173,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     import dataclasses
     import statistics
 
+    from dpgen.tasks.finished_run import read_selection
     from dpgen.utils.io import write_json
 
     t0 = time.time()
@@ -183,6 +184,11 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     # task.sharpen replaces the run's own curve (0: off); the composed model group is the default data set's (its
     # tuned file may set a curve), never the run's, so it is not read
     sharpen = (cfg.task.sharpen, cfg.task.sharpen_at) if cfg.task.sharpen is not None else None
+    # without an override, a curve chosen on the run's held-out records (selection.json) is the run's curve, as
+    # its release draws it; its own epsilon is stated beside the weights'
+    selection = read_selection(run) if sharpen is None else None
+    if selection:
+        sharpen = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"])
     gens = RunGenerations(rcfg, run, sharpen)
     out = evaluation_folder(cfg, output_dir)
     per_gen = []
@@ -202,7 +208,9 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     metrics = {"task": "evaluate", "run": str(run), "dataset": rcfg.dataset.name, "seed": rcfg.seed,
                "generations": len(per_gen), "eval_models": list(rcfg.task.eval_models), "per_generation": per_gen,
                "sharpen": _sharpen_of(rcfg, sharpen), "summary": summary,
-               "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2)}
+               "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2),
+               **({"selection": {k: selection.get(k) for k in ("chosen", "epsilon", "delta", "epsilon_total",
+                                                               "composition")}} if selection else {})}
     write_json(out / "metrics.json", metrics)
     print(f"\nevaluate {run}: {len(per_gen)} synthetic sets of its generator (seed {rcfg.seed} + 1000 g), the run's "
           "own protocol; post-processing of its released weights, nothing charged:")
@@ -211,6 +219,11 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     p = gens.privacy
     if p.get("private"):
         print(f"  the weights' privacy: epsilon {float(p['epsilon_spent']):.4f} at delta {p.get('delta')}")
+        if selection:
+            c = selection["chosen"]
+            print(f"  the curve (slope {c['sharpen']:g} at {c['sharpen_at']:g}) was chosen on the run's held-out "
+                  f"records at epsilon {selection['epsilon']:g} (selection.json); the pair's epsilon: "
+                  f"{selection['epsilon_total']:.4f} (parallel composition)")
     print(f"  files: {out / 'metrics.json'}")
     return metrics
 

@@ -76,4 +76,25 @@ def sharpen_from_args(parser, args):
     return (args.sharpen, args.sharpen_at)
 
 
-__all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "sharpen_from_args"]
+def read_selection(run: Path):
+    """``<run>/selection.json`` (scripts/select_on_validation.py), None when absent; a file that does not name a
+    valid choice is refused (the release would not know which curve its epsilon covers)."""
+    import json
+
+    path = Path(run) / "selection.json"
+    if not path.exists():
+        return None
+    try:
+        sel = json.loads(path.read_text())
+        chosen = sel["chosen"]
+        float(chosen["sharpen"]), float(chosen["sharpen_at"]), float(sel["epsilon"]), float(sel["epsilon_total"])
+    except (ValueError, KeyError, TypeError):
+        raise ReleaseError(f"{path} is not a selection written by scripts/select_on_validation.py (it must name "
+                           "'chosen', 'epsilon' and 'epsilon_total'): restore it, or move it away to release the run "
+                           "with its own settings") from None
+    if chosen not in sel.get("candidates", []):
+        raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
+    return sel
+
+
+__all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "read_selection", "sharpen_from_args"]

@@ -75,6 +75,13 @@ def test_selection_reads_only_the_held_out_part_and_writes_no_score(run_cli, tmp
     assert "exponential mechanism at epsilon 1" in sheet["post_processing"]
     assert ("contrast curve of slope" in sheet["post_processing"]) == bool(c["sharpen"])
     assert "epsilon 1" in (run / "release" / "DATASHEET.md").read_text()
+    # task=evaluate of the run draws through the chosen curve too, and states the selection
+    code, out = run_cli("task=evaluate", f"task.run={run}", "task.generations=1", "task.eval_models=[logreg]",
+                        "trainer.progress=false", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert code == 0, out[-2000:]
+    ev = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert ev["selection"]["chosen"] == c and "chosen on the run's held-out records at epsilon 1" in out
+    assert (ev["sharpen"] or {"slope": 0.0})["slope"] == c["sharpen"]
     # the held-out part is spent once
     with pytest.raises(SystemExit):
         sov.main([str(run), "--n-synthetic", "300"])
