@@ -9,7 +9,8 @@ generated images and the public test split are measured: post-processing of the 
     python scripts/fid_draws.py <run folder> [<run folder> ...] [--draws 3] [--n 2000] [--out F.json]
         [--sharpen K [--sharpen-at T]]
 
-``--sharpen K`` draws through model.sharpen's contrast curve of slope K (0: none) in place of the run's own.
+``--sharpen K`` draws through model.sharpen's contrast curve of slope K (0: none) in place of the run's own (the
+curve its selection.json chose on held-out records, else its model.sharpen).
 
 Prints one line per draw, then each run's mean and sample std, and writes a JSON list (``--out``, atomically,
 after every draw).
@@ -58,6 +59,7 @@ def main(argv=None):
         ap.error(f"--draws {args.draws} / --n {args.n}: need at least 1 draw of at least 2 images")
     from dpgen.eval.fid import get_extractor
     from dpgen.release import load_generator
+    from dpgen.tasks.finished_run import read_selection
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 
@@ -65,7 +67,9 @@ def main(argv=None):
     results = []
     with ThreadShare("auto"):
         for run in args.runs:
-            cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=sharpen)
+            selection = read_selection(run) if sharpen is None else None  # the run's selected curve, as released
+            curve = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"]) if selection else sharpen
+            cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=curve)
             draws = []
             for i in range(args.draws):
                 t0 = time.time()
@@ -73,7 +77,7 @@ def main(argv=None):
                 draws.append({"seed": args.seed + 1000 * i, "fid": r["fid"], "precision": r.get("precision"),
                               "recall": r.get("recall"), "seconds": round(time.time() - t0, 1)})
                 print(json.dumps({"run": str(run), **draws[-1]}), flush=True)
-                row = {"run": str(run), "n": args.n, "sharpen": sharpen, "draws": draws,
+                row = {"run": str(run), "n": args.n, "sharpen": curve, "draws": draws,
                        **summary(d["fid"] for d in draws)}
                 results = [*[x for x in results if x["run"] != str(run)], row]
                 if args.out:

@@ -11,7 +11,7 @@ The generated images' features are saved under <run>/fid_partial/ as they are co
         [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn]
 
 ``--sharpen K`` measures the run's samples through model.sharpen's contrast curve of slope K (0: none) in place of
-the run's own setting; the accuracies in metrics.json are then not of these images and are left out, unless
+the run's own setting (the curve its selection.json chose on held-out records, else its model.sharpen); the accuracies in metrics.json are then not of these images and are left out, unless
 ``--eval-models`` trains those classifiers again on the run's evaluation set (as the run did: its n_synthetic
 samples, seed + 2, tested on the real test split).
 
@@ -40,7 +40,12 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     from dpgen.release import load_generator
     from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator, n_synthetic, synthetic_set
 
+    from dpgen.tasks.finished_run import read_selection
+
     t0 = time.time()
+    selection = read_selection(run) if sharpen is None else None
+    if selection:  # the run's curve is the one chosen on its held-out records, as its release draws it
+        sharpen = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"])
     cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen)
     with open_dict(cfg):
         cfg.task.fid_samples = fid_samples
@@ -49,6 +54,8 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     out = {"run": str(run), "method": metrics.get("method"), "dataset": metrics.get("dataset"),
            "epsilon_spent": privacy.get("epsilon_spent") if privacy.get("private") else "inf",
            "sharpen": [cfg.model.get("sharpen"), cfg.model.get("sharpen_at", 0.5)] if cfg.model.get("sharpen") else None,
+           **({"sharpen_from": "selection.json (chosen on held-out records at epsilon "
+                               f"{selection['epsilon']:g})"} if selection else {}),
            **{f"{k}_acc": ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn")
               if isinstance(ds.get(k), dict) and sharpen is None and not eval_models}}
     if eval_models:  # the classifiers again, on this run's evaluation set as drawn now

@@ -117,3 +117,33 @@ def test_a_release_refuses_an_edited_selection(tmp_path):
     (tmp_path / "selection.json").write_text("{}")
     with pytest.raises(ReleaseError, match="select_on_validation"):
         read_selection(tmp_path)
+
+
+def test_the_measuring_scripts_draw_through_a_selected_curve(tmp_path, monkeypatch):
+    """fid_draws.py and fidelity_of_run.py measure what a release would draw: the selected curve unless --sharpen."""
+    import fid_draws
+
+    from dpgen import release
+
+    (tmp_path / "selection.json").write_text(json.dumps({
+        "chosen": {"sharpen": 8.0, "sharpen_at": 0.3}, "epsilon": 1.0, "epsilon_total": 9.9,
+        "candidates": [{"sharpen": 0.0, "sharpen_at": 0.5}, {"sharpen": 8.0, "sharpen_at": 0.3}]}))
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_load(run, device="cpu", sharpen=None):
+        asked.append(sharpen)
+        raise Stop
+
+    monkeypatch.setattr(release, "load_generator", fake_load)
+    monkeypatch.setattr("dpgen.eval.fid.get_extractor", lambda *a, **k: object())
+    for extra in ([], ["--sharpen", "0"]):
+        with pytest.raises(Stop):
+            fid_draws.main([str(tmp_path), "--draws", "1", "--n", "10", *extra])
+    import fidelity_of_run
+
+    with pytest.raises(Stop):
+        fidelity_of_run.fidelity_of_run(tmp_path)
+    assert asked == [(8.0, 0.3), (0.0, 0.5), (8.0, 0.3)]
