@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from dpgen.tasks.finished_run import ReleaseError, load_generator, read_selection  # noqa: F401  (the release's API)
+from dpgen.tasks.finished_run import ReleaseError, load_generator, read_selection, run_curve  # noqa: F401  (the release's API)
 
 USAGE = ("usage: dpgen sample <run folder> [n=<samples>] [seed=<int>] [out=<folder>] [device=cpu|cuda] "
          "[allow_non_private=true]")
@@ -227,8 +227,7 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     if device is None:
         mf = run / "metrics.json"
         device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
-    selection = read_selection(run)
-    curve = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"]) if selection else None
+    curve, selection = run_curve(run)
     cfg, metrics, gen, shape, k, p = load_generator(run, device, sharpen=curve)
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
     if not covered and not allow_non_private:

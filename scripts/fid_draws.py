@@ -59,7 +59,7 @@ def main(argv=None):
         ap.error(f"--draws {args.draws} / --n {args.n}: need at least 1 draw of at least 2 images")
     from dpgen.eval.fid import get_extractor
     from dpgen.release import load_generator
-    from dpgen.tasks.finished_run import read_selection
+    from dpgen.tasks.finished_run import run_curve
     from dpgen.utils.io import atomic_write_text
     from dpgen.utils.threads import ThreadShare
 
@@ -67,8 +67,7 @@ def main(argv=None):
     results = []
     with ThreadShare("auto"):
         for run in args.runs:
-            selection = read_selection(run) if sharpen is None else None  # the run's selected curve, as released
-            curve = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"]) if selection else sharpen
+            curve, _ = run_curve(run, sharpen)  # the run's selected curve, as released, unless --sharpen
             cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=curve)
             draws = []
             for i in range(args.draws):

@@ -40,12 +40,10 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     from dpgen.release import load_generator
     from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator, n_synthetic, synthetic_set
 
-    from dpgen.tasks.finished_run import read_selection
+    from dpgen.tasks.finished_run import run_curve
 
     t0 = time.time()
-    selection = read_selection(run) if sharpen is None else None
-    if selection:  # the run's curve is the one chosen on its held-out records, as its release draws it
-        sharpen = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"])
+    sharpen, selection = run_curve(run, sharpen)  # the curve chosen on held-out records, as released, unless given
     cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen)
     with open_dict(cfg):
         cfg.task.fid_samples = fid_samples

@@ -173,7 +173,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     import dataclasses
     import statistics
 
-    from dpgen.tasks.finished_run import read_selection
+    from dpgen.tasks.finished_run import run_curve
     from dpgen.utils.io import write_json
 
     t0 = time.time()
@@ -186,9 +186,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     sharpen = (cfg.task.sharpen, cfg.task.sharpen_at) if cfg.task.sharpen is not None else None
     # without an override, a curve chosen on the run's held-out records (selection.json) is the run's curve, as
     # its release draws it; its own epsilon is stated beside the weights'
-    selection = read_selection(run) if sharpen is None else None
-    if selection:
-        sharpen = (selection["chosen"]["sharpen"], selection["chosen"]["sharpen_at"])
+    sharpen, selection = run_curve(run, sharpen)
     gens = RunGenerations(rcfg, run, sharpen)
     out = evaluation_folder(cfg, output_dir)
     per_gen = []

@@ -97,4 +97,15 @@ def read_selection(run: Path):
     return sel
 
 
-__all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "read_selection", "sharpen_from_args"]
+def run_curve(run: Path, override=None):
+    """(the curve to draw through, the run's selection or None): ``override`` (slope, centre) when given, else the
+    curve the run's ``selection.json`` chose on its held-out records (as its release draws), else None (the run's
+    own model.sharpen). The one place every reader of a finished run decides this."""
+    if override is not None:
+        return override, None
+    sel = read_selection(run)
+    return ((sel["chosen"]["sharpen"], sel["chosen"]["sharpen_at"]) if sel else None), sel
+
+
+__all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "read_selection", "run_curve",
+           "sharpen_from_args"]
