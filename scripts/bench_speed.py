@@ -547,12 +547,13 @@ def bench_dpsgd(repeats, quick):
 
 def bench_fid(repeats, quick):
     """FID's feature pass (pytorch-fid's Inception v3 at 299 x 299, the bottleneck of every FID on a CPU): one batch
-    of 50 MNIST-size images as dpgen runs it (channels-last, inference mode) beside the contiguous layout it used
-    before issue 53 and the floor = the network's FLOPs (torch.utils.flop_counter) / this device's sgemm rate.
+    of 50 MNIST-size images as dpgen runs it (channels-last, inference mode, float32: TF32 off on a GPU) beside the
+    contiguous layout it used before issue 53, on a GPU the same pass with TF32 allowed (torch's default, not used),
+    and the floor = the network's FLOPs (torch.utils.flop_counter) / this device's sgemm rate.
     The real FID weights when installed, else the same network with random weights (the same FLOPs)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from dpgen.eval.fid import FIDUnavailable, InceptionFeatures
+    from dpgen.eval.fid import FIDUnavailable, InceptionFeatures, full_float32
 
     try:
         ext, weights = InceptionFeatures(device=DEV, batch_size=50), "FID weights"
@@ -566,13 +567,19 @@ def bench_fid(repeats, quick):
     contiguous = InceptionFeatures("random", device=DEV, batch_size=50)
     contiguous.model = contiguous.model.to(memory_format=torch.contiguous_format)
 
-    def before():  # the feature pass before issue 53: contiguous tensors, no_grad
-        with torch.no_grad():
+    def before():  # the feature pass before issue 53: contiguous tensors, no_grad (float32, as dpgen's)
+        with torch.no_grad(), full_float32():
             contiguous.model(x.repeat(1, 3, 1, 1).to(DEV))
 
+    def tf32():  # torch's default on a GPU: TF32 convolutions, features ~1e-3 off float32's (not what dpgen runs)
+        with torch.inference_mode():
+            ext.model(x.repeat(1, 3, 1, 1).to(DEV, memory_format=torch.channels_last))
+
     a = torch.randn(2048, 2048, device=DEV)
-    t = timed({"dpgen": lambda: ext(x), "contiguous, no_grad (before)": before, "sgemm": lambda: a @ a},
-              max(2, repeats // 2 if not quick else 1))
+    peers = {"dpgen": lambda: ext(x), "contiguous, no_grad (before)": before, "sgemm": lambda: a @ a}
+    if DEV.type == "cuda":
+        peers["TF32 allowed (not used)"] = tf32
+    t = timed(peers, max(2, repeats // 2 if not quick else 1))
     rate = 2 * 2048 ** 3 / t.pop("sgemm")
     floor = 50 * flops / rate
     return [{"what": f"FID Inception feature pass, 50 images 28 x 28 -> 299 x 299 ({weights}; "

@@ -24,6 +24,7 @@ smoke FID, which is NOT comparable to published FIDs (``InceptionFeatures.metric
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -61,6 +62,20 @@ class FIDUnavailable(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Frechet distance
 # --------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def full_float32():
+    """Float32 arithmetic in the Inception pass on a GPU: cuDNN's convolutions and cuBLAS's products would
+    otherwise be allowed TF32 (torch's default for convolutions), whose 10-bit mantissa moves the features by about
+    1e-3 relative, so FIDs would differ between a GPU and a CPU by more than rounding. Restores the settings."""
+    conv, mm = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, mm
+
 
 def _psd_factor(a: np.ndarray) -> np.ndarray:
     """L (d x r) with L L^T = a, keeping the r eigen-directions with non-negligible eigenvalue."""
@@ -343,7 +358,8 @@ class InceptionFeatures:
         for i in it:
             j = min(i + self.batch_size, n)
             b = self._batch(images, i, j, image_shape, name).to(self.device, memory_format=torch.channels_last)
-            out[i:j] = self.model(b).double().cpu().numpy()
+            with full_float32():
+                out[i:j] = self.model(b).double().cpu().numpy()
             if part is not None and (j % chunk == 0 or j == n):
                 c0 = (j - 1) // chunk * chunk
                 buf = io.BytesIO()

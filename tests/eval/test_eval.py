@@ -516,3 +516,23 @@ def test_holdout_evaluation_builds_no_autograd_graph():
     model.register_forward_hook(lambda m, i, o: seen.append(o.requires_grad))
     acc, loss = _evaluate(model, torch.randn(10, 4), torch.randint(0, 2, (10,)))
     assert seen == [False] and 0 <= acc <= 100 and loss > 0
+def test_inception_pass_runs_without_tf32_and_restores_the_settings():
+    """On a GPU, TF32 convolutions (torch's default) would move the features by ~1e-3 relative: the pass turns
+    TF32 off for itself and puts the user's settings back, an exception included."""
+    import torch
+
+    from dpgen.eval.fid import full_float32
+
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with full_float32():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+        with pytest.raises(RuntimeError):
+            with full_float32():
+                raise RuntimeError("inside")
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
