@@ -7,7 +7,7 @@ run's dataset (its Inception features cached under outputs/fid_stats) with preci
 generated images and the public test split are measured: post-processing of the released generator.
 
     python scripts/fid_draws.py <run folder> [<run folder> ...] [--draws 3] [--n 2000] [--out F.json]
-        [--sharpen K [--sharpen-at T]]
+        [--sharpen K [--sharpen-at T]] [--data-root DIR]
 
 ``--sharpen K`` draws through model.sharpen's contrast curve of slope K (0: none) in place of the run's own (the
 curve its selection.json chose on held-out records, else its model.sharpen).
@@ -43,7 +43,7 @@ def summary(fids) -> dict:
 
 
 def main(argv=None):
-    from dpgen.tasks.finished_run import add_sharpen_arguments, sharpen_from_args
+    from dpgen.tasks.finished_run import add_data_root_argument, add_sharpen_arguments, sharpen_from_args
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
@@ -52,6 +52,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1, help="draw i is seeded seed + 1000 i (default 1)")
     ap.add_argument("--device", default="cpu")
     add_sharpen_arguments(ap)
+    add_data_root_argument(ap)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     sharpen = sharpen_from_args(ap, args)
@@ -68,7 +69,7 @@ def main(argv=None):
     with ThreadShare("auto"):
         for run in args.runs:
             curve, _ = run_curve(run, sharpen)  # the run's selected curve, as released, unless --sharpen
-            cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=curve)
+            cfg, _, gen, _, _, _ = load_generator(run, args.device, sharpen=curve, data_root=args.data_root)
             draws = []
             for i in range(args.draws):
                 t0 = time.time()

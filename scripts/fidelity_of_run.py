@@ -8,7 +8,7 @@ The generated images' features are saved under <run>/fid_partial/ as they are co
 (60,000 images take about an hour on 2 CPU cores) continues there when the same command runs again.
 
     python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--no-fid] [--out F.json]
-        [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn]
+        [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn] [--data-root DIR]
 
 ``--sharpen K`` measures the run's samples through model.sharpen's contrast curve of slope K (0: none) in place of
 the run's own setting (the curve its selection.json chose on held-out records, else its model.sharpen); the accuracies in metrics.json are then not of these images and are left out, unless
@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 
 def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True,
-                    sharpen=None, eval_models=None) -> dict:
+                    sharpen=None, eval_models=None, data_root=None) -> dict:
     from omegaconf import open_dict
 
     from dpgen.data import as_tensors, load_split
@@ -44,7 +44,7 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
 
     t0 = time.time()
     sharpen, selection = run_curve(run, sharpen)  # the curve chosen on held-out records, as released, unless given
-    cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen)
+    cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen, data_root=data_root)
     with open_dict(cfg):
         cfg.task.fid_samples = fid_samples
         cfg.task.fid = "auto"
@@ -79,7 +79,7 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
 
 
 def main(argv=None):
-    from dpgen.tasks.finished_run import add_sharpen_arguments, sharpen_from_args
+    from dpgen.tasks.finished_run import add_data_root_argument, add_sharpen_arguments, sharpen_from_args
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
@@ -88,6 +88,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-fid", action="store_true", help="the class-mean baseline and spread only (seconds)")
     add_sharpen_arguments(ap)
+    add_data_root_argument(ap)
     ap.add_argument("--eval-models", default=None, help="comma-separated, e.g. cnn or logreg,mlp,cnn: train "
                     "these classifiers again on the run's evaluation set (needed for accuracies with --sharpen)")
     ap.add_argument("--out", type=Path, default=None)
@@ -104,7 +105,7 @@ def main(argv=None):
     with ThreadShare("auto"):
         for run in args.runs:
             r = fidelity_of_run(run, args.fid_samples, args.device, fid=not args.no_fid, sharpen=sharpen,
-                                eval_models=models)
+                                eval_models=models, data_root=args.data_root)
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k not in ("spread",)}, default=str), flush=True)
             if args.out:

@@ -10,12 +10,14 @@ class ReleaseError(ValueError):
     """The run cannot be released (the message names the file or value and the fix)."""
 
 
-def load_generator(run: Path, device: str = "cpu", sharpen=None):
+def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None):
     """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
     its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
     ``last.pt``): a folder whose ``metrics.json`` describes another step is refused. The generator draws as the
     run's ``model.sharpen`` says; ``sharpen`` = (slope, centre) replaces it (slope 0: off), and the returned
-    config says so (post-processing: the weights' privacy is unchanged)."""
+    config says so (post-processing: the weights' privacy is unchanged). ``data_root``: where the run's data set
+    is on this machine, in place of the ``dataset.data_root`` its config names (a folder moved from another
+    machine); it changes where the files are read, nothing about the weights."""
     from omegaconf import OmegaConf, open_dict
 
     from dpgen.config import register_configs
@@ -29,6 +31,9 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None):
                                f"with resume=auto hydra.run.dir={run} to finish it)")
     register_configs()
     cfg = OmegaConf.load(run / "config.yaml")
+    if data_root is not None:
+        with open_dict(cfg):
+            cfg.dataset.data_root = str(data_root)
     state = load_checkpoint_file(run / "checkpoints" / "last.pt", materialise=True)
     record = read_run(run, state=state)
     if record.status == "stale":
@@ -61,6 +66,14 @@ def add_sharpen_arguments(parser) -> None:
     parser.add_argument("--sharpen", type=float, default=None,
                         help="the slope of model.sharpen's contrast curve, in place of the run's own (0: none)")
     parser.add_argument("--sharpen-at", type=float, default=0.5, help="its centre (default 0.5)")
+
+
+def add_data_root_argument(parser) -> None:
+    """``--data-root DIR`` on a script that reads a finished run's data set: where its files are on this machine
+    (``load_generator``'s ``data_root``), for a run folder whose config names a folder absent here."""
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="where the run's data set is on this machine (default: the dataset.data_root its "
+                             "config.yaml names, else $DPGEN_DATA_ROOT)")
 
 
 def sharpen_from_args(parser, args):

@@ -38,8 +38,6 @@ for f in pathlib.Path(".gpu/data").glob("*/*.xz"):
     d.mkdir(parents=True, exist_ok=True)
     (d / f.stem).write_bytes(lzma.decompress(f.read_bytes()))
 PYEOF
-# run folders name their data root (../shared/data here): point it at the unpacked files when it is absent there
-[ -e ../shared/data ] || { mkdir -p ../shared && ln -s $DATA ../shared/data; }
 W=/tmp/fidw/pt_inception-2015-12-05-fp16conv.pth
 $PY scripts/device/fid_weights_pack.py unpack .gpu/w "$W" && log "FID weights unpacked (convolutions float16-rounded)" \
   || log "FID weights not unpacked"
@@ -64,7 +62,7 @@ FID_JOBS=${FID_JOBS:-}
     i=$((i + 1))
     s=$(date +%s)
     env DPGEN_DATA_ROOT=$DATA DPGEN_FID_WEIGHTS=$W OMP_NUM_THREADS=4 timeout -k 5 300 \
-      $PY scripts/fidelity_of_run.py $job --fid-samples ${FID_SAMPLES:-60000} --device ${FID_DEVICE:-cuda} --out /tmp/fid/fid_$i.json \
+      $PY scripts/fidelity_of_run.py $job --data-root $DATA --fid-samples ${FID_SAMPLES:-60000} --device ${FID_DEVICE:-cuda} --out /tmp/fid/fid_$i.json \
       > /tmp/fid/fid_$i.log 2>&1
     echo "[fid $i rc $? in $(( $(date +%s) - s )) s] $job" >> /tmp/fid/done.txt
   done <<< "$FID_JOBS"

@@ -63,7 +63,7 @@ def test_main_writes_every_draw_and_the_summary_per_run(monkeypatch, tmp_path):
 
     monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: object())
     asked = []
-    monkeypatch.setattr(release, "load_generator", lambda run, device="cpu", sharpen=None: asked.append(sharpen) or (
+    monkeypatch.setattr(release, "load_generator", lambda run, device="cpu", sharpen=None, data_root=None: asked.append(sharpen) or (
         _Cfg, {}, _Gen(), None, None, None))
     monkeypatch.setattr(fid_draws, "fid_of_draw", lambda gen, cfg, n, seed, device="cpu": {
         "fid": float(seed % 7), "precision": 0.5, "recall": 0.25})

@@ -41,3 +41,28 @@ def test_no_fid_another_curve_and_the_classifiers_again(run_cli, capsys):
     with pytest.raises(SystemExit):
         fidelity_of_run.main([str(run), "--no-fid", "--eval-models", "svm"])
     assert "unknown ['svm']" in capsys.readouterr().err
+
+
+def test_a_run_folder_moved_to_another_machine_is_measured_with_data_root(run_cli, fake_data_root, tmp_path, capsys):
+    """A run's config names the data folder of the machine it trained on; elsewhere --data-root says where the
+    same files are (the FID session on a GPU machine met exactly this). Fashion-MNIST: MNIST's public test split
+    has a fallback folder, <shared>/data/mnist."""
+    import shutil
+
+    import fidelity_of_run
+
+    here = tmp_path / "trained_here"
+    shutil.copytree(fake_data_root, here)
+    code, out = run_cli("method=dpsinkhorn", "dataset=fashion_mnist", f"dataset.data_root={here}", "dataset.n_train=1000",
+                        "trainer.steps=5", "task.n_synthetic=200", "task.eval_models=[logreg]",
+                        "task.eval_max_epochs=2", "trainer.progress=false", "task.fid=false")
+    assert code == 0, out[-2000:]
+    run = Path(re.search(r"files: (\S+?metrics\.json)", out).group(1)).parent
+    there = tmp_path / "elsewhere"
+    here.rename(there)
+    with pytest.raises(Exception, match="trained_here"):  # the missing folder is named
+        fidelity_of_run.fidelity_of_run(run, fid=False, progress=False)
+    got = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, data_root=there)
+    assert 0 <= got["class_mean"] <= 100
+    fidelity_of_run.main([str(run), "--no-fid", "--data-root", str(there)])
+    assert '"class_mean"' in capsys.readouterr().out

@@ -133,7 +133,7 @@ def test_the_measuring_scripts_draw_through_a_selected_curve(tmp_path, monkeypat
     class Stop(Exception):
         pass
 
-    def fake_load(run, device="cpu", sharpen=None):
+    def fake_load(run, device="cpu", sharpen=None, data_root=None):
         asked.append(sharpen)
         raise Stop
 
