@@ -32,7 +32,7 @@ comma := ,
 
 export MPLBACKEND := Agg
 
-.PHONY: help install run test fid-weights fid-real-data test-slow test-slurm bench table tables audit audit-run \
+.PHONY: help install run test fid-weights fid-real-data test-slow test-slurm bench device-prepare table tables audit audit-run \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
@@ -46,6 +46,7 @@ help:
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
+	@echo "device-prepare            what a lent GPU session carries (.whl: cp312 wheels, .gpu: packed FID weights, data, RUNS=\"<run folders>\" for their 60k FID); then there: bash scripts/device/gpu_session.sh (docs/SPEED.md)"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
 	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
@@ -113,6 +114,9 @@ test-slow:  # one process: the slow tests share the SLURM cluster and long runs
 
 test-slurm:
 	$(PYTHON) -m pytest -m slow -s tests/test_slurm_real.py
+
+device-prepare:
+	PY=$(PYTHON) bash scripts/device/prepare.sh $(RUNS)
 
 bench:
 	$(PYTHON) scripts/bench_speed.py
