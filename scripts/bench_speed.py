@@ -571,7 +571,7 @@ def bench_fid(repeats, quick):
         with torch.no_grad(), full_float32():
             contiguous.model(x.repeat(1, 3, 1, 1).to(DEV))
 
-    def tf32():  # torch's default on a GPU: TF32 convolutions, features ~1e-3 off float32's (not what dpgen runs)
+    def tf32():  # torch's default on a GPU: TF32 convolutions, inputs rounded to ~1e-3 (not what dpgen runs)
         with torch.inference_mode():
             ext.model(x.repeat(1, 3, 1, 1).to(DEV, memory_format=torch.channels_last))
 

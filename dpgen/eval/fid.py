@@ -66,8 +66,9 @@ class FIDUnavailable(RuntimeError):
 @contextlib.contextmanager
 def full_float32():
     """Float32 arithmetic in the Inception pass on a GPU: cuDNN's convolutions and cuBLAS's products would
-    otherwise be allowed TF32 (torch's default for convolutions), whose 10-bit mantissa moves the features by about
-    1e-3 relative, so FIDs would differ between a GPU and a CPU by more than rounding. Restores the settings."""
+    otherwise be allowed TF32 (torch's default for convolutions), whose 10-bit mantissa (float32: 23 bits) rounds
+    each product's inputs to about 1e-3 relative, so FIDs would differ between a GPU and a CPU by more than float32
+    rounding (an estimate from the formats; not measured here). Restores the settings."""
     conv, mm = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False

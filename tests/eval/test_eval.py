@@ -517,7 +517,7 @@ def test_holdout_evaluation_builds_no_autograd_graph():
     acc, loss = _evaluate(model, torch.randn(10, 4), torch.randint(0, 2, (10,)))
     assert seen == [False] and 0 <= acc <= 100 and loss > 0
 def test_inception_pass_runs_without_tf32_and_restores_the_settings():
-    """On a GPU, TF32 convolutions (torch's default) would move the features by ~1e-3 relative: the pass turns
+    """On a GPU, TF32 convolutions (torch's default) round the products' inputs to ~1e-3 relative: the pass turns
     TF32 off for itself and puts the user's settings back, an exception included."""
     import torch
 
