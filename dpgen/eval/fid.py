@@ -356,16 +356,16 @@ class InceptionFeatures:
             from tqdm import tqdm
             it = tqdm(it, desc=f"inception ({name})", unit="batch", initial=start // self.batch_size,
                       total=-(-n // self.batch_size))
-        for i in it:
-            j = min(i + self.batch_size, n)
-            b = self._batch(images, i, j, image_shape, name).to(self.device, memory_format=torch.channels_last)
-            with full_float32():
+        with full_float32():  # set once for the whole pass
+            for i in it:
+                j = min(i + self.batch_size, n)
+                b = self._batch(images, i, j, image_shape, name).to(self.device, memory_format=torch.channels_last)
                 out[i:j] = self.model(b).double().cpu().numpy()
-            if part is not None and (j % chunk == 0 or j == n):
-                c0 = (j - 1) // chunk * chunk
-                buf = io.BytesIO()
-                np.save(buf, out[c0:j].astype(np.float32))  # float32: the network's own precision, lossless
-                atomic_write_bytes(part / f"{c0}.npy", buf.getvalue())
+                if part is not None and (j % chunk == 0 or j == n):
+                    c0 = (j - 1) // chunk * chunk
+                    buf = io.BytesIO()
+                    np.save(buf, out[c0:j].astype(np.float32))  # float32: the network's own precision, lossless
+                    atomic_write_bytes(part / f"{c0}.npy", buf.getvalue())
         if part is not None and part.is_dir():
             import shutil
             shutil.rmtree(part, ignore_errors=True)
