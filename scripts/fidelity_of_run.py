@@ -8,7 +8,7 @@ The generated images' features are saved under <run>/fid_partial/ as they are co
 (60,000 images take about an hour on 2 CPU cores) continues there when the same command runs again.
 
     python scripts/fidelity_of_run.py <run folder> [<run folder> ...] [--fid-samples N] [--no-fid] [--out F.json]
-        [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn] [--data-root DIR]
+        [--sharpen K [--sharpen-at T]] [--eval-models logreg,mlp,cnn] [--data-root DIR] [--device auto|cpu|cuda]
 
 ``--sharpen K`` measures the run's samples through model.sharpen's contrast curve of slope K (0: none) in place of
 the run's own setting (the curve its selection.json chose on held-out records, else its model.sharpen); the accuracies in metrics.json are then not of these images and are left out, unless
@@ -31,9 +31,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: bool = True, fid: bool = True,
+def fidelity_of_run(run: Path, fid_samples=None, device=None, progress: bool = True, fid: bool = True,
                     sharpen=None, eval_models=None, data_root=None) -> dict:
+    """``device`` None / "auto": the run's own (where its evaluation drew its set) when this machine has it, else
+    the CPU. Drawn on another device type than the run's, the set is not the run's own (CUDA and CPU generators
+    draw differently): metrics.json's accuracies are then left out, as with another curve."""
+    import torch
     from omegaconf import open_dict
+
+    from dpgen.release import sampling_device
 
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
@@ -43,6 +49,12 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
     from dpgen.tasks.finished_run import run_curve
 
     t0 = time.time()
+    run = Path(run)
+    mf = run / "metrics.json"
+    own_device = (json.loads(mf.read_text()).get("device") or "cpu") if mf.exists() else "cpu"
+    if device in (None, "auto"):
+        device = sampling_device({"device": own_device})
+    own_set = torch.device(device).type == torch.device(own_device).type
     sharpen, selection = run_curve(run, sharpen)  # the curve chosen on held-out records, as released, unless given
     cfg, metrics, gen, shape, classes, privacy = load_generator(run, device, sharpen=sharpen, data_root=data_root)
     with open_dict(cfg):
@@ -54,8 +66,11 @@ def fidelity_of_run(run: Path, fid_samples=None, device: str = "cpu", progress: 
            "sharpen": [cfg.model.get("sharpen"), cfg.model.get("sharpen_at", 0.5)] if cfg.model.get("sharpen") else None,
            **({"sharpen_from": "selection.json (chosen on held-out records at epsilon "
                                f"{selection['epsilon']:g})"} if selection else {}),
+           "evaluation_set": ("the run's own (n_synthetic, seed + 2, " + torch.device(device).type + ")" if own_set
+                              else f"drawn on {torch.device(device).type}, not the run's own (it evaluated on "
+                                   f"{own_device}): its accuracies are left out unless --eval-models"),
            **{f"{k}_acc": ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn")
-              if isinstance(ds.get(k), dict) and sharpen is None and not eval_models}}
+              if isinstance(ds.get(k), dict) and sharpen is None and not eval_models and own_set}}
     if eval_models:  # the classifiers again, on this run's evaluation set as drawn now
         with open_dict(cfg):
             cfg.task.eval_models = list(eval_models)
@@ -85,7 +100,8 @@ def main(argv=None):
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--fid-samples", type=int, default=None,
                     help="generated images for FID (default: the run's task.fid_samples rule, min(10000, 5 x test))")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="auto", help="auto (default): the run's own device where this machine has "
+                    "it (its evaluation set is then the one drawn again), else cpu")
     ap.add_argument("--no-fid", action="store_true", help="the class-mean baseline and spread only (seconds)")
     add_sharpen_arguments(ap)
     add_data_root_argument(ap)

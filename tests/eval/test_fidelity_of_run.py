@@ -66,3 +66,26 @@ def test_a_run_folder_moved_to_another_machine_is_measured_with_data_root(run_cl
     assert 0 <= got["class_mean"] <= 100
     fidelity_of_run.main([str(run), "--no-fid", "--data-root", str(there)])
     assert '"class_mean"' in capsys.readouterr().out
+
+
+def test_the_run_is_measured_on_its_own_device_and_another_devices_draw_drops_its_accuracies(run_cli, monkeypatch):
+    """A CUDA and a CPU generator draw different sets: the script's default device is the run's own (its
+    evaluation set again), and a set drawn on another device type is not the one metrics.json's accuracies were
+    measured on, so they are left out (the GPU suite caught --device cpu beside a CUDA-trained run)."""
+    import fidelity_of_run
+
+    code, out = run_cli(*QUICK, "model.sharpen=null")
+    assert code == 0, out[-2000:]
+    run = Path(re.search(r"files: (\S+?metrics\.json)", out).group(1)).parent
+    metrics = json.loads((run / "metrics.json").read_text())
+    own = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False)  # device auto
+    assert own["evaluation_set"].startswith("the run's own") and "logreg_acc" in own
+    assert own["class_mean"] == pytest.approx(metrics["downstream"]["class_mean"]["test_acc"], abs=1e-9)
+    # the same run as if it had trained on a GPU, measured on a machine without one
+    metrics["device"] = "cuda:0"
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    other = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False)
+    assert "not the run's own (it evaluated on cuda:0)" in other["evaluation_set"] and "logreg_acc" not in other
+    again = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, eval_models=["logreg"])
+    assert isinstance(again["logreg_acc"], float)  # trained again on the set drawn here
