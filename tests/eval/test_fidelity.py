@@ -204,3 +204,11 @@ def test_fid_real_data_table_caches_the_test_split_and_never_the_training_split(
     assert len(cached) == 2 and all("mnist_test_n100" in n for n in cached)
     table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_data.csv")))
     assert [r["n_train"] for r in table] == ["10", "20"]
+    # --lowpass: the same table for the training images through the DCT barrier, in its own file; the full-band
+    # projection is the identity, so it gives the plain row's FID; a narrow band moves it
+    low = fid_real.run(["mnist"], n_train=20, chunk=20, data_root=str(fake_data_root), lowpass=[28, 2])
+    assert [(r["lowpass"], r["n_train"]) for r in low] == [(28, 20), (2, 20)]
+    assert low[0]["fid"] == pytest.approx(rows[1]["fid"], rel=1e-4) and low[1]["fid"] != pytest.approx(low[0]["fid"], rel=1e-3)
+    table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_lowpass.csv")))
+    assert [r["lowpass"] for r in table] == ["28", "2"] and all(r["fid_paper"] is None for r in low)
+    assert len(list((tmp_path / "out" / "fid_stats").iterdir())) == 2  # nothing of the training split cached

@@ -888,6 +888,27 @@ def test_dct_project_is_the_orthogonal_projection_after_the_inner_generator():
         _projected_dcgan(dct_size=9)
 
 
+def test_lowpass_is_what_the_dct_decode_draws_at_best():
+    """dpgen.utils.dct.lowpass (the barrier's FID floor, dpgen.tables.fid_real --lowpass): the decode of the
+    projected code (clamped), the identity at the full band, idempotent, and a clear error for a bad band."""
+    from dpgen.models.generators import DCTGenerator
+    from dpgen.utils.dct import lowpass
+
+    x = torch.rand(6, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    g = DCTGenerator(dct_size=10)
+    low = lowpass(x, 10)
+    assert torch.allclose(low, g.decode(g.project(x)), atol=1e-5)
+    assert torch.allclose(lowpass(x, 28), x, atol=1e-5) and 0 <= low.min() and low.max() <= 1
+    # a band-limited image in [0, 1] is kept; what is removed is orthogonal to the band (before the clamp)
+    assert torch.allclose(lowpass(lowpass(x, 6) * 0.5 + 0.25, 6), lowpass(x, 6) * 0.5 + 0.25, atol=1e-5)
+    rgb = torch.rand(2, 3, 16, 16)
+    assert torch.allclose(lowpass(rgb, 8)[:, 1:2], lowpass(rgb[:, 1:2], 8))
+    with pytest.raises(ValueError, match="lowpass k=29 is invalid for 28 x 28"):
+        lowpass(x, 29)
+    with pytest.raises(ValueError, match=r"needs images \[n, C, H, W\]"):
+        lowpass(x[0], 4)
+
+
 def test_dct_project_per_record_release_has_sensitivity_C_and_the_closed_form_equals_autograd():
     """DP-Sinkhorn's per-record image gradient on the projected DCGAN's coefficients: the closed form
     (the decode's vjp) gives autograd's numbers, and adding any record (far, or non-finite) moves the
