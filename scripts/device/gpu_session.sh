@@ -8,6 +8,9 @@
 #   2. make bench's five scripts alone, each capped (rows are printed as they finish, so a capped one keeps some);
 #   3. the DP-Sinkhorn paper-recipe run (make table-dpsinkhorn-mnist SCALE=paper) beside 1, paused during 2,
 #      stopped by SIGTERM (checkpoint and ledger written) before LIMIT; its folder comes back to be resumed.
+#      PAPER_ARGS picks Table 1's rows and data sets (default "--datasets mnist --rows DP_Sinkhorn"); e.g.
+#      PAPER_ARGS="--datasets mnist,fashion_mnist --rows Non_priv_Sinkhorn --generations 1" trains the non-private
+#      rows (12,000 steps each) and measures them, FID at the paper's 60,000.
 # Everything lands in $OUT: summary.txt, test.log, bench.tgz, fid.tgz, paper_run.tgz.
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
@@ -44,8 +47,8 @@ $PY scripts/device/fid_weights_pack.py unpack .gpu/w "$W" && log "FID weights un
 
 # 3, started first: the paper-recipe run in its own process group (paused / stopped as a group)
 if [ -f "$DATA/mnist/train-images-idx3-ubyte" ] && [ "${PAPER_RUN:-1}" = 1 ]; then
-  $PY -c "import os, sys; os.setsid(); os.execvp('bash', ['bash', '-c', sys.argv[1]])" "exec $PY -m dpgen.tables.declared dpsinkhorn_table1 --scale paper --datasets mnist \
-    --data-root $DATA --rows DP_Sinkhorn --no-progress > $OUT/paper_run.log 2>&1" &
+  $PY -c "import os, sys; os.setsid(); os.execvp('bash', ['bash', '-c', sys.argv[1]])" "exec $PY -m dpgen.tables.declared dpsinkhorn_table1 --scale paper \
+    ${PAPER_ARGS:---datasets mnist --rows DP_Sinkhorn} --data-root $DATA --no-progress > $OUT/paper_run.log 2>&1" &
   PR=$!
   log "paper-recipe run started (pgid $PR)"
 else
