@@ -13,6 +13,12 @@ limit alone does to the real images in Inception space. It is not a floor for a 
 is not L2, and a generator's smooth samples can score better than the real images' band-limited versions, which
 ring. A diagnostic of the design, measured on the private training split like the paper's row: not a basis for
 choosing K (choose K on a public proxy or on a held-out part under its own accounting).
+
+The test split's features are cached (outputs/fid_stats, as every generation run's FID reads them). The training
+split is the private set: its features are held in memory only, never cached; the FID is computed after every
+``--chunk`` training images (the first n of the file), so the table shows how FID falls with n and an
+interruption keeps every count finished so far. This number is a statistic of the training set itself, not a
+differentially private release: a reference for the pipeline, as the paper's row is.
 """
 
 from __future__ import annotations

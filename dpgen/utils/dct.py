@@ -18,8 +18,8 @@ def dct_matrix(n: int, dtype=torch.float64, device=None) -> torch.Tensor:
 
 def lowpass(x: torch.Tensor, k: int) -> torch.Tensor:
     """Images x [n, C, H, W] projected onto their k x k lowest 2-D DCT-II frequencies per channel, then clamped to
-    [0, 1]: what the ``dct`` generator's fixed decode can draw at ``model.dct_size=k`` at best (the same
-    projection as ``model.dct_project``). k = min(H, W) on a square image is the identity before the clamp."""
+    [0, 1], as the ``dct`` generator's fixed decode clamps at ``model.dct_size=k`` (the same projection as
+    ``model.dct_project``). k = min(H, W) on a square image is the identity before the clamp."""
     if x.dim() != 4:
         raise ValueError(f"lowpass needs images [n, C, H, W], got shape {tuple(x.shape)}")
     h, w = x.shape[-2:]
