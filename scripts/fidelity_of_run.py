@@ -39,11 +39,9 @@ def fidelity_of_run(run: Path, fid_samples=None, device=None, progress: bool = T
     import torch
     from omegaconf import open_dict
 
-    from dpgen.release import sampling_device
-
     from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
-    from dpgen.release import load_generator
+    from dpgen.release import load_generator, sampling_device
     from dpgen.tasks.generation import evaluate_generator, fid_enabled, fid_of_generator, n_synthetic, synthetic_set
 
     from dpgen.tasks.finished_run import run_curve
