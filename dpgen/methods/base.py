@@ -90,6 +90,9 @@ class Method(LedgerState):
     private = False
     #: "without_replacement" (fixed-size random subsets) or "poisson"
     sampling = "without_replacement"
+    #: a local mechanism (each record privatised on its own, entropic-LDP): its guarantee does not involve the
+    #: set's size n. A full-batch release (DP-MERF's mean) is not local: its sensitivity is 2 / n
+    local = False
     accountant = None
     max_steps: Optional[int] = None
     #: generator of the mechanism's randomness (directions, noise); set by the loop

@@ -269,7 +269,10 @@ class DPMERF(GenerativeMethod):
         if self.n_features % 2:
             raise ValueError(f"method.n_features={self.n_features} must be even (cos and sin of D/2 frequencies)")
         if x.shape[0] != self.n_private:
-            raise ValueError(f"dpmerf was built for {self.n_private} records, got {x.shape[0]}")
+            # the loop refuses a set of another size first (dpgen.train.run.check_declared_size); the loaded
+            # size is computed from the private data, so it is not in the message
+            raise ValueError(f"dpmerf was built for dataset.n_train={self.n_private} records, and the loaded set has "
+                             "another size: set dataset.n_train to the number of records in the files")
         dev = self.rng.device
         freqs = torch.randn(self.n_features // 2, x[0].numel(), generator=self.rng, device=dev,
                             dtype=torch.float64) / self.length_scale

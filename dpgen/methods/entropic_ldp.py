@@ -211,6 +211,7 @@ class EntropicLDP(GenerativeMethod):
     name = "entropic_ldp"
     private = True
     accounts_steps = False  # Remark 1: training on the release is post-processing
+    local = True  # each record privatised on its own: n is not in the guarantee
 
 
     accounting_relation = "replace one record (local DP: any two values of one record)"

@@ -142,24 +142,31 @@ def check_declared_size(cfg, method, task) -> None:
     * Replace-one methods (fixed-size batches without replacement, full-batch releases): neighbours have the
       same size, so a set of another size than the declared n is refused (the refusal tells no two
       neighbours apart); the message does not say the loaded size.
-    * Local mechanisms (``accounts_steps = False``: each record privatised once, entropic-LDP): their guarantee
-      does not involve n, so nothing is compared."""
+    * Local mechanisms (``local = True``: each record privatised once, entropic-LDP): their guarantee
+      does not involve n, so nothing is compared.
+
+    A held-out part (``dataset.validation``) composes with the run in parallel only under add/remove, so every
+    private method whose neighbours replace one record is refused with it: the replace-one methods above (a
+    full-batch release such as DP-MERF's mean included) and the local ones (a replaced record that moves to the
+    held-out part is no longer released at all, which its "any two values of one record" does not cover)."""
     holdout = float(getattr(cfg.dataset, "validation", 0.0) or 0.0)
-    if holdout > 0 and method.private and method.sampling != "poisson" and method.accounts_steps:
+    if holdout > 0 and method.private and method.sampling != "poisson":
         raise ValueError(
-            f"dataset.validation={holdout:g} with {cfg.method.name}, which samples without replacement (replace-one "
-            "neighbours): a replaced record may move between the training and the validation part, so the two parts "
-            "would not compose in parallel. Use a Poisson-sampling method (method.sampling=poisson where it has "
-            "one), or set dataset.validation=0.")
-    if not method.private or method.sampling == "poisson" or not method.accounts_steps:
+            f"dataset.validation={holdout:g} with {cfg.method.name}, whose neighbours replace one record (it "
+            "samples without replacement, releases the whole set once, or privatises each record locally): a "
+            "replaced record may move between the training and the validation part, so the two parts would not "
+            "compose in parallel. Use a Poisson-sampling method (method.sampling=poisson where it has one), or set "
+            "dataset.validation=0.")
+    if not method.private or method.sampling == "poisson" or getattr(method, "local", False):
         return
     declared = int(cfg.dataset.n_train)
     if int(task.n_records) != declared:
         raise ValueError(
             f"dataset.n_train={declared} is not the size of the private set dataset={cfg.dataset.name} loaded. "
             f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
-            "from n records) computes its sampling rate from the declared n: set dataset.n_train to the number of "
-            "records in the files (the loaded size is not printed: it is computed from the private data).")
+            "from n records, or one release of the whole set) computes its sampling rate or its sensitivity from the "
+            "declared n: set dataset.n_train to the number of records in the files (the loaded size is not printed: "
+            "it is computed from the private data).")
 
 
 def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:

@@ -87,6 +87,44 @@ def test_a_replace_one_method_is_refused_with_a_holdout():
     check_declared_size(cfg, poisson, SimpleNamespace(n_records=95))  # add/remove: parallel composition holds
 
 
+def test_full_batch_and_local_releases_are_refused_with_a_holdout_and_keep_their_size_rules():
+    """DP-MERF (one release of the whole set, sensitivity 2 / n) and entropic-LDP (each record privatised) are
+    replace-one too: a replaced record that moves to the held-out part changes the training part's size and
+    content, so neither composes in parallel with a selection there. DP-MERF's n is the declared one (a set of
+    another size is refused without printing it); a local mechanism's guarantee has no n."""
+    from types import SimpleNamespace
+
+    from dpgen.train.run import check_declared_size
+
+    merf = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=False, local=False)
+    ldp = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=False, local=True)
+    for name, method in (("dpmerf", merf), ("entropic_ldp", ldp)):
+        cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.05, n_train=100), method=SimpleNamespace(name=name))
+        with pytest.raises(ValueError, match=f"dataset.validation=0.05 with {name}, whose neighbours replace one"):
+            check_declared_size(cfg, method, SimpleNamespace(n_records=95))
+    cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.0, n_train=100, name="digits"),
+                          method=SimpleNamespace(name="dpmerf"))
+    with pytest.raises(ValueError, match="dataset.n_train=100 is not the size") as err:
+        check_declared_size(cfg, merf, SimpleNamespace(n_records=95))
+    assert "95" not in str(err.value)
+    check_declared_size(cfg, merf, SimpleNamespace(n_records=100))
+    check_declared_size(cfg, ldp, SimpleNamespace(n_records=95))  # local: n is not in its guarantee
+
+
+@pytest.mark.parametrize("method", ["dpmerf", "entropic_ldp"])
+def test_run_py_refuses_a_replace_one_release_with_a_holdout_before_reading_a_part(run_cli, tmp_path, method):
+    """Until 2026-12-01 DP-MERF ran with dataset.validation and stopped at its release with 'built for 1437
+    records, got <the training part's size>': a number computed from the private records, in an error message."""
+    from dpgen.data import as_tensors
+
+    code, out = run_cli(f"method={method}", "dataset=digits", "dataset.validation=0.1", "trainer.steps=2",
+                        "task.eval_models=[]", "task.fid=false")
+    assert code == 2 and f"dataset.validation=0.1 with {method}, whose neighbours replace one record" in out, \
+        out[-1500:]
+    part = len(as_tensors(load_split(_digits(0.1), "train"))[0])
+    assert part != 1437 and f" {part}" not in out and f"{part} " not in out
+
+
 def test_run_py_names_a_bad_fraction_and_leaves_no_folder(run_cli, tmp_path):
     code, out = run_cli("dataset.validation=0.9", "trainer.steps=5")
     assert code == 2 and "dataset.validation=0.9 is out of range" in out, out[-1500:]
