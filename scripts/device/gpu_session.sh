@@ -9,8 +9,11 @@
 #   3. the DP-Sinkhorn paper-recipe run (make table-dpsinkhorn-mnist SCALE=paper) beside 1, paused during 2,
 #      stopped by SIGTERM (checkpoint and ledger written) before LIMIT; its folder comes back to be resumed.
 #      PAPER_ARGS picks Table 1's rows and data sets (default "--datasets mnist --rows DP_Sinkhorn"); e.g.
-#      PAPER_ARGS="--datasets mnist,fashion_mnist --rows Non_priv_Sinkhorn --generations 1" trains the non-private
-#      rows (12,000 steps each) and measures them, FID at the paper's 60,000.
+#      PAPER_ARGS="--datasets mnist --rows Non_priv_Sinkhorn --generations 1" trains MNIST's non-private
+#      row (12,000 steps) and measures it, FID at the paper's 60,000: MNIST's only, since prepare.sh
+#      cannot carry Fashion-MNIST's training split (it does not fit the 64 MiB beside the weights).
+#   REAL_FID=1 adds, after the FID jobs, FID(real train, real test) at 60,000 vs 10,000 (DP-Sinkhorn's "Real data"
+#      row, 1.6 / 2.5) for each training split carried (-> fid.tgz: real/tables/fid_real_data.{csv,md}).
 # Everything lands in $OUT: summary.txt, test.log, bench.tgz, fid.tgz, paper_run.tgz.
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
@@ -69,6 +72,18 @@ FID_JOBS=${FID_JOBS:-}
       > /tmp/fid/fid_$i.log 2>&1
     echo "[fid $i rc $? in $(( $(date +%s) - s )) s] $job" >> /tmp/fid/done.txt
   done <<< "$FID_JOBS"
+  # REAL_FID=1: FID(real train, real test) at the paper's 60,000 vs 10,000 for each training split carried
+  if [ "${REAL_FID:-0}" = 1 ]; then
+    sets=""
+    [ -f "$DATA/mnist/train-images-idx3-ubyte" ] && sets=mnist
+    [ -f "$DATA/fashionmnist/train-images-idx3-ubyte" ] && sets=${sets:+$sets,}fashion_mnist
+    s=$(date +%s)
+    [ -n "$sets" ] && env DPGEN_DATA_ROOT=$DATA DPGEN_FID_WEIGHTS=$W DPGEN_OUTPUTS=/tmp/fid/real OMP_NUM_THREADS=4 \
+      timeout -k 5 ${CAP_REAL_FID:-240} $PY -m dpgen.tables.fid_real --datasets $sets --n-train 60000 --data-root $DATA \
+      > /tmp/fid/real_data.log 2>&1
+    echo "[real-data FID rc $? in $(( $(date +%s) - s )) s] ${sets:-no training split carried}" >> /tmp/fid/done.txt
+    grep -a '^\[dpgen\] FID' /tmp/fid/real_data.log >> /tmp/fid/done.txt
+  fi
 ) &
 FJ=$!
 # -v: each test's verdict is printed as it finishes, so a suite stopped by its cap still names its failures
