@@ -77,12 +77,16 @@ FID_JOBS=${FID_JOBS:-}
     sets=""
     [ -f "$DATA/mnist/train-images-idx3-ubyte" ] && sets=mnist
     [ -f "$DATA/fashionmnist/train-images-idx3-ubyte" ] && sets=${sets:+$sets,}fashion_mnist
-    s=$(date +%s)
-    [ -n "$sets" ] && env DPGEN_DATA_ROOT=$DATA DPGEN_FID_WEIGHTS=$W DPGEN_OUTPUTS=/tmp/fid/real OMP_NUM_THREADS=4 \
-      timeout -k 5 ${CAP_REAL_FID:-240} $PY -m dpgen.tables.fid_real --datasets $sets --n-train 60000 --data-root $DATA \
-      > /tmp/fid/real_data.log 2>&1
-    echo "[real-data FID rc $? in $(( $(date +%s) - s )) s] ${sets:-no training split carried}" >> /tmp/fid/done.txt
-    grep -a '^\[dpgen\] FID' /tmp/fid/real_data.log >> /tmp/fid/done.txt
+    if [ -z "$sets" ]; then
+      echo "[real-data FID] no training split carried" >> /tmp/fid/done.txt
+    else
+      s=$(date +%s)
+      env DPGEN_DATA_ROOT=$DATA DPGEN_FID_WEIGHTS=$W DPGEN_OUTPUTS=/tmp/fid/real OMP_NUM_THREADS=4 \
+        timeout -k 5 ${CAP_REAL_FID:-240} $PY -m dpgen.tables.fid_real --datasets $sets --n-train 60000 --data-root $DATA \
+        > /tmp/fid/real_data.log 2>&1
+      echo "[real-data FID rc $? in $(( $(date +%s) - s )) s] $sets" >> /tmp/fid/done.txt
+      grep -a '^\[dpgen\] FID' /tmp/fid/real_data.log >> /tmp/fid/done.txt
+    fi
   fi
 ) &
 FJ=$!

@@ -25,7 +25,7 @@ for f in "$root"/mnist/*-ubyte.gz "$root"/fashionmnist/t10k-*-ubyte.gz; do
   zcat "$f" | xz -T2 -9e > .gpu/data/$(basename "$(dirname "$f")")/$(basename "$f" .gz).xz
 done
 for r in "$@"; do cp -r "$r" .gpu/runs/ && rm -rf ".gpu/runs/$(basename "$r")"/{samples.png,fid_partial}; done
-du -sb .whl .gpu
-total=$(( ( $(du -sb .whl .gpu | awk '{s+=$1} END {print s}') + $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) ) / 1048576 ))
+sizes=$(du -sb .whl .gpu); echo "$sizes"
+total=$(( ( $(awk '{s+=$1} END {print s}' <<< "$sizes") + $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) ) / 1048576 ))
 echo "with the tree: $total MiB of 64"
 [ "$total" -le 64 ] || { echo "too big for the device tool's 64 MiB: carry fewer run folders" >&2; exit 1; }
