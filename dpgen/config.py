@@ -404,6 +404,12 @@ class ModelConfig:
     #: merf_conv's two x2 upsamplings: nearest (dpgen's default, every measured Table 2 row) or bilinear
     #: (corners aligned: DP-MERF's own generator, which DP-SWD's Table 3 says it reused)
     upsample: str = "nearest"
+    #: the generator's initial weights: torch (PyTorch's layer defaults: every measured row before 2026-12-02) or
+    #: dcgan (Radford et al. 2016: convolution and linear weights from N(0, 0.02), biases 0, batch-norm gains
+    #: from N(1, 0.02)). With torch's default, dcgan's last transposed convolution starts with weights up to
+    #: 1/3 (PyTorch takes its fan-in from the one output channel): pixels saturate the tanh within 50 steps
+    #: and stay at 1 (docs/FIDELITY.md, "the dot grid")
+    init: str = "torch"
     #: the generator's memory layout: auto (channels-last on a CPU for the generators that offer it, dcgan:
     #: about 10 % off a DP-Sinkhorn paper-recipe step on 2 cores; contiguous on a GPU), channels_last, contiguous.
     #: The same function either way: only the speed differs
@@ -429,6 +435,7 @@ class ModelConfig:
         if self.dct_size != 0:  # 0: min(10, H, W), set by the images' size
             check_positive_int(self.dct_size, "model.dct_size")
         _choice(self.upsample, "model.upsample", ("nearest", "bilinear"))
+        _choice(self.init, "model.init", ("torch", "dcgan"))
         _choice(self.memory_format, "model.memory_format", ("auto", "channels_last", "contiguous"))
 
 

@@ -235,7 +235,30 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
                              "model.generator=dct emits them already: drop model.dct_project or pick another "
                              "generator (e.g. model.generator=dcgan)")
         gen = DCTProjectedGenerator(gen, int(model_cfg.dct_size))
+    if str(getattr(model_cfg, "init", "torch")) == "dcgan":
+        dcgan_init(gen)
     return gen
+
+
+def dcgan_init(module: nn.Module, std: float = 0.02) -> nn.Module:
+    """DCGAN's initialisation (Radford et al. 2016, section 4): every convolution, transposed convolution and
+    linear weight from N(0, std), their biases 0, batch-norm gains from N(1, std) and shifts 0 (``model.init=
+    dcgan``). Embeddings keep theirs. A spectrally normalised weight is set through its original tensor. Draws
+    from torch's global generator, so the run's seed fixes it."""
+    from torch.nn.utils import parametrize
+
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+                w = (m.parametrizations.weight.original if parametrize.is_parametrized(m, "weight")
+                     else m.weight)
+                w.normal_(0.0, std)
+                if m.bias is not None:
+                    m.bias.zero_()
+            elif isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine:
+                m.weight.normal_(1.0, std)
+                m.bias.zero_()
+    return module
 
 
 def sharpen(x: torch.Tensor, k: float, at: float = 0.5) -> torch.Tensor:

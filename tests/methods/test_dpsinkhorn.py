@@ -413,6 +413,52 @@ def test_dcgan_memory_format_changes_the_layout_not_the_function():
         apply_memory_format(flat, "nhwc", "cpu")
 
 
+def test_dcgan_init_draws_radfords_law_and_starts_the_tanh_unsaturated():
+    """``model.init=dcgan``: every convolution weight from N(0, 0.02), biases 0, batch-norm gains from N(1, 0.02),
+    shifts 0, embeddings untouched, fixed by the seed; spectrally normalised weights set through their original.
+    Why it exists: PyTorch's default gives the DCGAN's last transposed convolution weights up to 1/3 (its fan-in
+    is read from the one output channel), so at init many pre-tanh values already lie beyond 3 (tanh' < 0.01);
+    with DCGAN's law none does."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import ModelConfig
+    from dpgen.models import generator_from_config
+
+    def build(init, seed=0, name="dcgan", shape=(1, 28, 28), code=12, classes=10):
+        torch.manual_seed(seed)
+        cfg = OmegaConf.structured(ModelConfig(generator=name, code_dim=code, init=init))
+        return generator_from_config(cfg, shape, classes)
+
+    gen = build("dcgan")
+    convs = [m for m in gen.net if isinstance(m, torch.nn.ConvTranspose2d)]
+    w = torch.cat([c.weight.flatten() for c in convs]).detach()
+    assert abs(float(w.mean())) < 1e-3 and abs(float(w.std()) - 0.02) < 1e-3
+    assert float(convs[-1].weight.abs().max()) < 0.12 and float(convs[-1].bias.abs().max()) == 0.0
+    bns = [m for m in gen.net if isinstance(m, torch.nn.BatchNorm2d)]
+    g = torch.cat([b.weight for b in bns]).detach()
+    assert abs(float(g.mean()) - 1) < 3e-3 and abs(float(g.std()) - 0.02) < 3e-3
+    assert all(float(b.bias.abs().max()) == 0.0 for b in bns)
+    torch.manual_seed(0)
+    assert torch.equal(gen.embed.weight, torch.nn.Embedding(10, 4).weight)  # drawn first, as under torch's init
+    assert all(torch.equal(a, b) for a, b in zip(gen.state_dict().values(), build("dcgan").state_dict().values()))
+    assert not torch.equal(convs[-1].weight, build("dcgan", seed=1).net[-2].weight)
+
+    def saturated(gen):
+        gen.train()
+        z, y = gen.draw(256, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            pre = gen.net[:-1](gen.inputs(z, y)[:, :, None, None])
+        return float((pre.abs() > 3).float().mean())
+
+    assert float(build("torch").net[-2].weight.abs().max()) > 0.3
+    assert saturated(build("torch")) > 0.05 and saturated(build("dcgan")) == 0.0
+    big = build("dcgan", name="biggan32", shape=(3, 32, 32), code=32, classes=2)  # spectral norm: the original
+    orig = big.out.parametrizations.weight.original.detach()
+    assert abs(float(orig.std()) - 0.02) < 3e-3 and abs(float(orig.mean())) < 0.01
+    with pytest.raises(ValueError, match="model.init"):
+        ModelConfig(init="xavier")
+
+
 def test_dct_generator_decodes_an_orthonormal_low_frequency_basis_without_parameters():
     from dpgen.models import make_generator
     from dpgen.utils.dct import dct_matrix
