@@ -77,7 +77,9 @@ def fidelity_of_run(run: Path, fid_samples=None, device=None, progress: bool = T
                                                                           or cfg.dataset.n_train))
         out.update({f"{k}_acc": acc[k]["test_acc"] for k in eval_models if isinstance(acc.get(k), dict)})
     x_test, y_test = as_tensors(load_split(cfg.dataset, "test"))
-    n_syn = int(ds.get("n_synthetic") or n_synthetic(cfg.task, int(cfg.dataset.n_train)))
+    # the set the accuracies above come from: with --eval-models, the one just drawn (task.n_synthetic), not the
+    # run's own evaluation set (2,000 samples when it trained no classifier)
+    n_syn = int((None if eval_models else ds.get("n_synthetic")) or n_synthetic(cfg.task, int(cfg.dataset.n_train)))
     x_syn, y_syn = synthetic_set(gen, n_syn, int(cfg.seed) + 2, device)
     sf = set_fidelity(x_syn, y_syn, x_test, y_test, seed=int(cfg.seed))
     out.update(class_mean=sf["class_mean"]["test_acc"], spread_ratio=sf["spread_ratio"], spread=sf["spread"],

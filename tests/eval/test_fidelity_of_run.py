@@ -43,6 +43,24 @@ def test_no_fid_another_curve_and_the_classifiers_again(run_cli, capsys):
     assert "unknown ['svm']" in capsys.readouterr().err
 
 
+def test_the_class_mean_baseline_is_of_the_set_the_classifiers_were_trained_again_on(run_cli):
+    """A run that trained no classifier evaluated a small set; --eval-models draws task.n_synthetic samples for the
+    classifiers, and the class-mean baseline and spread beside them must be of that same set (they were of the
+    run's small one until 2026-12-02)."""
+    import fidelity_of_run
+
+    args = [a for a in QUICK if not a.startswith(("task.eval_models", "task.n_synthetic"))] + [
+        "task.eval_models=[]", "task.n_synthetic=2500", "model.sharpen=null"]
+    code, out = run_cli(*args)
+    assert code == 0, out[-2000:]
+    run = Path(re.search(r"files: (\S+?metrics\.json)", out).group(1)).parent
+    own = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False)
+    again = fidelity_of_run.fidelity_of_run(run, fid=False, progress=False, eval_models=["logreg"])
+    assert own["n_synthetic"] == 2000  # the run's own set: at most 2,000 when it trained no classifier
+    assert again["n_synthetic"] == 2500 and isinstance(again["logreg_acc"], float)
+    assert again["spread"] != own["spread"]
+
+
 def test_a_run_folder_moved_to_another_machine_is_measured_with_data_root(run_cli, fake_data_root, tmp_path, capsys):
     """A run's config names the data folder of the machine it trained on; elsewhere --data-root says where the
     same files are (the FID session on a GPU machine met exactly this). Fashion-MNIST: MNIST's public test split
