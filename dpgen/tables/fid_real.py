@@ -5,6 +5,7 @@ check of the feature pass, the resize and the Frechet distance.
     python -m dpgen.tables.fid_real [--datasets mnist,fashion_mnist] [--n-train 60000] [--chunk 10000]
         [--data-root DIR]                                    -> outputs/tables/fid_real_data.{csv,md}
     python -m dpgen.tables.fid_real --lowpass 10,14 ...      -> outputs/tables/fid_real_lowpass.{csv,md}
+    python -m dpgen.tables.fid_real --resize tf1 ...         -> outputs/tables/fid_real_data_tf1_resize.{csv,md}
 
 ``--lowpass K[,K...]``: the training images projected onto their K x K lowest DCT frequencies and clamped to
 [0, 1] first (dpgen.utils.dct.lowpass: the real images' orthogonal projections onto the band that the ``dct``
@@ -13,6 +14,13 @@ limit alone does to the real images in Inception space. It is not a floor for a 
 is not L2, and a generator's smooth samples can score better than the real images' band-limited versions, which
 ring. A diagnostic of the design, measured on the private training split like the paper's row: not a basis for
 choosing K (choose K on a public proxy or on a held-out part under its own accounting).
+
+``--resize tf1``: the images reach 299 x 299 and [-1, 1] as in the TensorFlow 1 FID code (Heusel et
+al.'s original, TTUR): tf.image.resize_bilinear's legacy sampling (output pixel i
+reads input position i * 28 / 299, no half-pixel centres) and (255 x - 128) / 128, in place of pytorch-fid's
+half-pixel bilinear resize and 2 x - 1 (dpgen.eval.fid.RESIZES). Same weights, same Frechet distance: the
+table shows how much of a published FID the resize convention alone moves. The test split's features are
+cached under their own key (the extractor's weights name ends in ``+tf1-resize``).
 
 The test split's features are cached (outputs/fid_stats, as every generation run's FID reads them). The training
 split is the private set: its features are held in memory only, never cached; the FID is computed after every
@@ -46,7 +54,7 @@ def _kept_rows(path, measured: List[tuple]) -> List[Dict]:
 
 
 def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root=None,
-        lowpass: Optional[List[int]] = None) -> List[Dict]:
+        lowpass: Optional[List[int]] = None, resize: str = "pytorch") -> List[Dict]:
     import torch
 
     from dpgen.config import compose_config
@@ -56,9 +64,9 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
     from dpgen.utils.io import outputs_dir, write_table
 
     paper = {r["method"]: r for r in read_paper_table("dpsinkhorn_table1_mnist_fmnist")}["Real data"]
-    ext = get_extractor(device="cpu" if not torch.cuda.is_available() else "cuda")
+    ext = get_extractor(device="cpu" if not torch.cuda.is_available() else "cuda", resize=resize)
     bands = [int(k) for k in lowpass] if lowpass else [None]
-    table = "fid_real_lowpass" if lowpass else "fid_real_data"
+    table = ("fid_real_lowpass" if lowpass else "fid_real_data") + ("" if resize == "pytorch" else f"_{resize}_resize")
     rows: List[Dict] = _kept_rows(outputs_dir() / "tables" / f"{table}.csv",
                                   [(ds, str(k or "")) for ds in datasets for k in bands])
     for ds, k in [(ds, k) for ds in datasets for k in bands]:
@@ -86,13 +94,21 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
                      else ""), flush=True)
             notes = [__doc__.split("\n\n")[0].replace("\n", " "),
                      "Protocol: pytorch-fid's FID Inception v3 (weights from `make fid-weights`), grayscale "
-                     "repeated to 3 channels, bilinear resize 28 -> 299, first n_train training images in "
-                     "file order vs the whole test split. NOT PRIVATE: a statistic of the training set."]
+                     "repeated to 3 channels, "
+                     + ("bilinear resize 28 -> 299 (half-pixel centres, pytorch-fid's) and 2 x - 1"
+                        if resize == "pytorch" else
+                        "TensorFlow 1's legacy bilinear resize 28 -> 299 (input position i * 28 / 299) and "
+                        "(255 x - 128) / 128, as the TF FID code")
+                     + ", first n_train training images in file order vs the whole test split. NOT PRIVATE: a "
+                     "statistic of the training set."]
             if lowpass:
                 notes.append(__doc__.split("\n\n")[2].replace("\n", " ").replace("``", "`"))
+            if resize != "pytorch":
+                notes.append(__doc__.split("\n\n")[3].replace("\n", " ").replace("``", "`"))
             write_table(table, rows, COLUMNS, echo=False, notes=notes,
                         title="FID of real data: training split" + (" low-passed to K x K DCT frequencies"
-                                                                     if lowpass else "") + " vs test split")
+                                                                     if lowpass else "") + " vs test split"
+                        + ("" if resize == "pytorch" else f", {resize} resize"))
     return rows
 
 
@@ -106,6 +122,9 @@ def main(argv=None):
     ap.add_argument("--lowpass", default=None, metavar="K[,K...]",
                     help="low-pass the training images to K x K DCT frequencies first (what the dct generator's band "
                          "limit does to real images)")
+    ap.add_argument("--resize", default="pytorch", choices=["pytorch", "tf1"],
+                    help="pytorch (pytorch-fid's, every run's FID) or tf1 (the TensorFlow 1 FID code's legacy "
+                         "bilinear resize and input scaling)")
     args = ap.parse_args(argv)
     if args.n_train < 2 or args.chunk < 2:
         ap.error("--n-train and --chunk must be at least 2")
@@ -119,7 +138,7 @@ def main(argv=None):
 
     with ThreadShare("auto"):
         run([d.strip() for d in args.datasets.split(",") if d.strip()], args.n_train, args.chunk, args.data_root,
-            bands)
+            bands, args.resize)
 
 
 if __name__ == "__main__":

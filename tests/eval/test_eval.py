@@ -536,3 +536,55 @@ def test_inception_pass_runs_without_tf32_and_restores_the_settings():
         assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+# ------------------------------------------------------------------------------------------
+# The TF1 FID code's resize (dpgen.tables.fid_real --resize tf1)
+# ------------------------------------------------------------------------------------------
+
+def test_tf1_resize_matrix_is_tensorflow_1s_legacy_bilinear():
+    """Output pixel i reads input position i * n_in / n_out (no half-pixel centres), its upper neighbour clamped:
+    checked against the closed form of a 2x upsample and against grid_sample at those positions (another code
+    path: torch's sampler with align_corners=True reads pixel p at normalised 2 p / (n - 1) - 1)."""
+    import torch.nn.functional as F
+
+    from dpgen.eval.fid import tf1_resize_matrix
+
+    a = tf1_resize_matrix(3, 6)
+    x = torch.tensor([1.0, 5.0, 7.0], dtype=torch.float64)
+    torch.testing.assert_close(a @ x, torch.tensor([1.0, 3.0, 5.0, 6.0, 7.0, 7.0], dtype=torch.float64))
+    torch.testing.assert_close(tf1_resize_matrix(7, 7), torch.eye(7, dtype=torch.float64))
+    for n_in, n_out in [(28, 299), (8, 299), (32, 17)]:
+        a = tf1_resize_matrix(n_in, n_out)
+        torch.testing.assert_close(a.sum(1), torch.ones(n_out, dtype=torch.float64))
+        img = torch.rand(1, 1, n_in, n_in, generator=torch.Generator().manual_seed(n_in), dtype=torch.float64)
+        pos = torch.arange(n_out, dtype=torch.float64) * n_in / n_out
+        g = 2 * pos / (n_in - 1) - 1
+        grid = torch.stack(torch.meshgrid(g, g, indexing="xy"), -1)[None]
+        want = F.grid_sample(img, grid, mode="bilinear", padding_mode="border", align_corners=True)
+        torch.testing.assert_close(a @ img[0, 0] @ a.T, want[0, 0])
+    # 28 -> 299 is not pytorch-fid's half-pixel resize: the two conventions differ by whole grey levels
+    img = torch.rand(1, 1, 28, 28, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    a = tf1_resize_matrix(28, 299)
+    half = F.interpolate(img, size=(299, 299), mode="bilinear", align_corners=False)[0, 0]
+    assert (a @ img[0, 0] @ a.T - half).abs().max() > 0.1
+    with pytest.raises(ValueError, match="n_in=0"):
+        tf1_resize_matrix(0, 299)
+
+
+def test_tf1_extractor_resizes_and_scales_as_tf_and_keys_its_cache_apart(rand_ext):
+    """resize="tf1": the same network fed tf1_resize_matrix's images scaled by (255 x - 128) / 128; its weights
+    name (the cache key of the test split's features) differs from the default extractor's."""
+    from dpgen.eval.fid import tf1_resize_matrix
+
+    ext = InceptionFeatures("random", device="cpu", batch_size=4, seed=0, resize="tf1")
+    assert ext.weights_name == rand_ext.weights_name + "+tf1-resize"
+    x = torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(5))
+    a = tf1_resize_matrix(28, 299).float()
+    big = torch.einsum("ph,nchw,qw->ncpq", a, x.repeat(1, 3, 1, 1), a)
+    with torch.no_grad():
+        want = rand_ext.model.blocks((255 * big - 128) / 128).flatten(1).double().numpy()
+    np.testing.assert_allclose(ext(x), want, rtol=1e-4, atol=1e-5)
+    assert np.abs(ext(x) - rand_ext(x)).max() > 1e-3
+    with pytest.raises(ValueError, match="resize='bicubic'"):
+        InceptionFeatures("random", device="cpu", resize="bicubic")

@@ -212,3 +212,13 @@ def test_fid_real_data_table_caches_the_test_split_and_never_the_training_split(
     table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_lowpass.csv")))
     assert [r["lowpass"] for r in table] == ["28", "2"] and all(r["fid_paper"] is None for r in low)
     assert len(list((tmp_path / "out" / "fid_stats").iterdir())) == 2  # nothing of the training split cached
+    # --resize tf1: its own table and its own cached test features (the extractor's weights name is its key)
+    tf1 = PixelFeatures()
+    tf1.weights_name = "pixels-test+tf1-resize"
+    monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: tf1 if k.get("resize") == "tf1" else PixelFeatures())
+    rows_tf1 = fid_real.run(["mnist"], n_train=20, chunk=20, data_root=str(fake_data_root), resize="tf1")
+    assert [r["n_train"] for r in rows_tf1] == [20] and rows_tf1[0]["fid_paper"] == 1.6
+    md = (tmp_path / "out" / "tables" / "fid_real_data_tf1_resize.md").read_text()
+    assert "tf1 resize" in md and "(255 x - 128) / 128" in md
+    cached = sorted(p.name for p in (tmp_path / "out" / "fid_stats").iterdir())
+    assert len(cached) == 4 and sum("tf1-resize" in n for n in cached) == 2
