@@ -206,6 +206,11 @@ class PrivacyConfig:
     #: draw the mechanism's randomness (batch sampling, directions, noise) from OS entropy, never from
     #: the public seed (false: reproducible from `seed`, private only while the seed stays secret)
     secret_randomness: bool = True
+    #: draw it from the operating system's cryptographically secure generator (os.urandom: Linux getrandom,
+    #: ChaCha20) instead of torch's generators, each Gaussian a sum of 4 draws / 2, which resists the floating-point
+    #: attack (dpgen.utils.noise; opacus' secure_mode). Slower (make bench, part secure_noise); secret by
+    #: construction, so it needs secret_randomness=true, and it is never checkpointed
+    secure_rng: bool = False
     #: how this run's settings were chosen, when that looked at the private data or its test split (a
     #: conf/tuned/ preset says so): the privacy report lists it under not_covered. null: not tuned on them
     selected_on_private: Optional[str] = None
@@ -220,6 +225,11 @@ class PrivacyConfig:
         for name in self.cross_check:
             _choice(name, "privacy.cross_check[]", ACCOUNTANT_NAMES)
         check_positive(self.rel_tol, "privacy.rel_tol")
+        if self.secure_rng and not self.secret_randomness:
+            raise ConfigError("privacy.secure_rng=true with privacy.secret_randomness=false: the OS generator cannot "
+                              "be seeded, so the run cannot be reproducible from `seed`; set "
+                              "privacy.secret_randomness=true (secure noise) or privacy.secure_rng=false "
+                              "(reproducible noise)")
 
 
 @dataclass

@@ -24,6 +24,8 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
                     forward + backward FLOPs / sgemm rate measured in the same run
   param_per_sample  dpsinkhorn_param per-sample clipping, batch 50, DCGAN: one record_grads call
                     | per-record backward loop vs batched (vmap) backward | floor: 50 x one backward
+  secure_noise      privacy.secure_rng's cost: 1e6 N(0, 1) draws and DP-Sinkhorn's per-record release (batch 50, 10 x 10
+                    DCT of 28 x 28) | torch.randn from a torch.Generator vs the OS CSPRNG (dpgen.utils.noise)
   da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
   allocator         non-private Sinkhorn training step (DCGAN, batch 500, the Table 1 preset) and one CNN
                     evaluation epoch, each in a child process with glibc's malloc as it comes vs dpgen's
@@ -514,6 +516,46 @@ def bench_per_record_image_gradient(repeats):
                      f"({torch.get_num_threads()} threads)", "unit": "s/step", **t}]
 
 
+def bench_secure_noise(repeats):
+    """privacy.secure_rng's cost: the same draws from a torch.Generator (torch.randn) and from the OS CSPRNG
+    (dpgen.utils.noise.SecureGenerator: os.urandom, 53-bit uniforms, four Box-Muller normals per output, on a GPU
+    a host-to-device copy), alone (1e6 float32 Gaussians) and inside DP-Sinkhorn's per-record release (the
+    closed form of part per_record_image_gradient, whose noise covers the released gradient's 50 x 100 DCT
+    coefficients)."""
+    from types import SimpleNamespace
+
+    from dpgen.config import compose_config
+    from dpgen.methods.registry import DataInfo, build
+    from dpgen.models.generators import DCTGenerator
+    from dpgen.utils.noise import SecureGenerator, gaussian
+
+    gens = {"torch.randn (torch.Generator)": torch.Generator(device=DEV).manual_seed(0),
+            "secure (OS CSPRNG)": SecureGenerator(DEV)}
+    draw = {k: (lambda g=g: gaussian(1_000_000, generator=g, device=DEV)) for k, g in gens.items()}
+    t1 = timed(draw, repeats)
+    t1["secure / torch"] = t1["secure (OS CSPRNG)"] / t1["torch.randn (torch.Generator)"]
+    cfg = compose_config(["method=dpsinkhorn", "dataset=mnist10k", "trainer.batch_size=50", "trainer.steps=100",
+                          "trainer.epochs=null", "method.clip_mode=per_sample"])
+    per = build(cfg, DataInfo(8000, (1, 28, 28), 10), 100, "generation")
+    gen = DCTGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size=10).to(DEV)
+    batch = SimpleNamespace(size=50, device=DEV, real=torch.rand(50, 1, 28, 28, device=DEV),
+                            y=torch.randint(0, 10, (50,), device=DEV))
+
+    def release(g):
+        def run():
+            per.rng = g
+            code, yf = gen.sample_code(50, device=DEV)
+            per.release_per_record(gen, code.detach(), yf, batch)
+        return run
+
+    t2 = timed({k: release(g) for k, g in gens.items()}, max(5, repeats * 4))
+    t2["secure / torch"] = t2["secure (OS CSPRNG)"] / t2["torch.randn (torch.Generator)"]
+    threads = torch.get_num_threads()
+    return [{"what": f"mechanism noise, 1e6 N(0, 1) float32 ({threads} threads)", "unit": "s", **t1},
+            {"what": f"DP-Sinkhorn per-record release, batch 50, 10 x 10 DCT of 28 x 28, its noise from each source "
+                     f"({threads} threads)", "unit": "s/step", **t2}]
+
+
 def bench_dpsgd(repeats, quick):
     """DP-SGD's private gradient on the WDP MNIST CNN (574k parameters): ghost clipping (default) beside the
     torch.func path and the floor, one non-private forward + backward of the same batch."""
@@ -709,6 +751,7 @@ def main(argv=None):
              ("param_per_sample", lambda: bench_param_per_sample(args.repeats)),
              ("per_record_image_gradient", lambda: bench_per_record_image_gradient(args.repeats)),
              ("dpsgd", lambda: bench_dpsgd(args.repeats, args.quick)),
+             ("secure_noise", lambda: bench_secure_noise(args.repeats)),
              ("da_steps", lambda: bench_da(steps * 2))]
     if DEV.type == "cpu":
         parts.append(("allocator", lambda: bench_allocator(steps)))

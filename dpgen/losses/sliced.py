@@ -17,13 +17,15 @@ from typing import Optional
 
 import torch
 
+from dpgen.utils.noise import gaussian
+
 
 def random_projections(d: int, k: int, generator: Optional[torch.Generator] = None, device=None,
                        dtype=torch.float32) -> torch.Tensor:
     """A (d, k) matrix whose columns are independent and uniform on the unit sphere S^{d-1}."""
     if d <= 0 or k <= 0:
         raise ValueError(f"random_projections needs d > 0 and k > 0, got d={d}, k={k}")
-    u = torch.randn(d, k, generator=generator, device=device, dtype=dtype)
+    u = gaussian((d, k), generator=generator, device=device, dtype=dtype)
     return u / u.norm(dim=0, keepdim=True).clamp_min(1e-12)
 
 
@@ -99,9 +101,9 @@ def sliced_wasserstein(
         py = py.repeat(y_copies, 1)
     if sigma > 0:
         if noise_x:
-            px = px + sigma * torch.randn(px.shape, generator=generator, device=px.device, dtype=px.dtype)
+            px = px + sigma * gaussian(px.shape, generator=generator, device=px.device, dtype=px.dtype)
         if noise_y:
-            py = py + sigma * torch.randn(py.shape, generator=generator, device=py.device, dtype=py.dtype)
+            py = py + sigma * gaussian(py.shape, generator=generator, device=py.device, dtype=py.dtype)
     return sliced_from_projections(px, py, p)
 
 

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from dpgen.privacy.base import Accountant
+from dpgen.utils.noise import permutation, uniform
 
 
 def ledger_for(mechanism, privacy, steps: int = 0, **overrides):
@@ -135,8 +136,8 @@ class Method(LedgerState):
         depends on how many records were loaded); otherwise ``batch_size`` records without replacement."""
         if self.sampling == "poisson":
             q = self.sample_rate if self.sample_rate is not None else batch_size / n
-            return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
-        return torch.randperm(n, generator=generator)[:batch_size]
+            return torch.nonzero(uniform(n, generator=generator) < q).flatten()
+        return permutation(n, generator=generator)[:batch_size]
 
     def parameters(self) -> List[torch.nn.Parameter]:
         """The method's own trained parameters (default: none)."""

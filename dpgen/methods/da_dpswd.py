@@ -34,6 +34,7 @@ from dpgen.losses.sliced import random_projections, sliced_from_projections
 from dpgen.methods.da_base import DAMethod
 from dpgen.methods.dpswd import DPSWDMethod, SWDConfig, bound_rows
 from dpgen.methods.registry import register
+from dpgen.utils.noise import gaussian
 
 ROW_BOUNDS = ("clip", "batch_max", "none")
 
@@ -83,7 +84,7 @@ class DASWD(DAMethod):
         pt = rt @ U
         if self.sigma > 0:
             if noise is None:
-                noise = torch.randn(pt.shape, generator=self.rng, device=pt.device, dtype=pt.dtype)
+                noise = gaussian(pt.shape, generator=self.rng, device=pt.device, dtype=pt.dtype)
             pt = pt + self.sigma * noise
         return pt
 
@@ -102,7 +103,7 @@ class DASWD(DAMethod):
         ps = bound_representation(zs, self.row_bound) @ U
         if self.sigma > 0:  # Algorithm 1 noises both sides
             if noise_s is None:
-                noise_s = torch.randn(ps.shape, generator=self.rng, device=ps.device, dtype=ps.dtype)
+                noise_s = gaussian(ps.shape, generator=self.rng, device=ps.device, dtype=ps.dtype)
             ps = ps + self.sigma * noise_s
         return self.scale * sliced_from_projections(ps, self.release_target(zt, U, noise_t), self.order)
 

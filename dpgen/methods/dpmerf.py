@@ -47,6 +47,7 @@ from dpgen.privacy.mechanisms import OneShotGaussian
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.settings import ConfigError, MethodConfig
 
+from dpgen.utils.noise import gaussian
 #: why DP-MERF's ledger is autodp's RDP whatever privacy.accountant says (the privacy report states it)
 LEDGER_REASON = ("one Gaussian release of the whole set (sample rate 1), no subsampling or composition: "
                  "privacy.accountant applies to the subsampled-Gaussian ledgers; this release is calibrated with "
@@ -133,7 +134,7 @@ class ConvFeatures:
         """He-normal kernels of widths c, 2c, 2c (3 x 3), drawn from ``generator``: no data involved."""
         widths, out = [in_channels, channels, 2 * channels, 2 * channels], []
         for a, b in zip(widths[:-1], widths[1:]):
-            w = torch.randn(b, a, 3, 3, generator=generator, device=generator.device, dtype=dtype)
+            w = gaussian((b, a, 3, 3), generator=generator, device=generator.device, dtype=dtype)
             out.append(w * math.sqrt(2.0 / (9 * a)))
         return out
 
@@ -274,7 +275,7 @@ class DPMERF(GenerativeMethod):
             raise ValueError(f"dpmerf was built for dataset.n_train={self.n_private} records, and the loaded set has "
                              "another size: set dataset.n_train to the number of records in the files")
         dev = self.rng.device
-        freqs = torch.randn(self.n_features // 2, x[0].numel(), generator=self.rng, device=dev,
+        freqs = gaussian((self.n_features // 2, x[0].numel()), generator=self.rng, device=dev,
                             dtype=torch.float64) / self.length_scale
         conv = None
         if self.conv_channels:
@@ -285,7 +286,7 @@ class DPMERF(GenerativeMethod):
                                 x.shape[1:])
         mu = mean_embedding(x.to(dev), y.to(dev) if y is not None else None, freqs, self.num_classes, conv=conv,
                             share=self.conv_share)
-        noise = torch.randn(mu.shape, generator=self.rng, device=dev, dtype=torch.float64)
+        noise = gaussian(mu.shape, generator=self.rng, device=dev, dtype=torch.float64)
         self.ledger.release_prefix()  # accounted before the release can be used or published
         self.freqs = freqs.float()
         self.conv = conv.to(dtype=torch.float32) if conv is not None else None

@@ -64,6 +64,7 @@ from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
                                       check_sample_rate)
 from dpgen.utils.settings import ConfigError, MethodConfig
+from dpgen.utils.noise import gaussian, permutation, uniform
 from dpgen.utils.settings import choice as _choice
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
@@ -399,12 +400,12 @@ class DPSGD(Method):
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Poisson batches at rate q (private); shuffled epochs for the non-private baseline."""
         if self.private:
-            idx = torch.nonzero(torch.rand(n, generator=generator) < self.sample_rate).flatten()
+            idx = torch.nonzero(uniform(n, generator=generator) < self.sample_rate).flatten()
             # which examples of the batch feed the pairwise accountants: the mechanism's randomness too
             self._pair_idx = self.pair_indices(idx.numel(), generator)
             return idx
         if self._perm is None or self._pos >= n:
-            self._perm, self._pos = torch.randperm(n, generator=generator), 0
+            self._perm, self._pos = permutation(n, generator=generator), 0
         idx = self._perm[self._pos:self._pos + batch_size]
         self._pos += batch_size
         return idx
@@ -438,7 +439,7 @@ class DPSGD(Method):
         k = min(self.pair_examples, batch)
         if not self.pairwise or k < getattr(self, "min_pair_examples", 2):
             return None
-        return torch.randperm(batch, generator=generator)[:k]
+        return permutation(batch, generator=generator)[:k]
 
     def account(self, distances: Optional[np.ndarray] = None) -> None:
         """Record one step in every accountant: the pair distances given, else those of the last

@@ -75,6 +75,7 @@ from dpgen.utils.labels import label_in_range
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian, accountant_for
 from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.noise import permutation, randint
 from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
 
@@ -792,8 +793,8 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
 
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         if self.partition is None:
-            self.partition = torch.randperm(n, generator=generator)
-        k = int(torch.randint(0, self.num_partitions, (1,), generator=generator))
+            self.partition = permutation(n, generator=generator)
+        k = int(randint(self.num_partitions, (1,), generator=generator))
         self._current = k
         bounds = torch.linspace(0, n, self.num_partitions + 1).round().long()
         return self.partition[bounds[k]:bounds[k + 1]]

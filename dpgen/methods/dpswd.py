@@ -56,6 +56,7 @@ from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import ProjectedGaussian, projected_calibration
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.labels import label_in_range, one_hot_or_zero
+from dpgen.utils.noise import gaussian
 from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
 
@@ -506,7 +507,7 @@ class DPSWD(DPSWDMethod, SWD):
         r = math.sqrt(flat.shape[1])
         clipped = clip_rows(flat, r)  # a record with a non-finite value contributes 0
         std = self.center_noise_multiplier * 2 * r / flat.shape[0]
-        noise = torch.randn(flat.shape[1], generator=self.rng, device=self.rng.device if self.rng is not None
+        noise = gaussian(flat.shape[1], generator=self.rng, device=self.rng.device if self.rng is not None
                             else None, dtype=torch.float64).to(flat.device)
         self.ledger.release_prefix()
         self.center_info = {"center": "DP mean record, released once before training (Gaussian mechanism, "

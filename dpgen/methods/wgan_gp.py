@@ -20,6 +20,7 @@ import torch.nn as nn
 from dpgen.methods.base import GenerativeMethod
 from dpgen.methods.registry import register
 from dpgen.privacy.validation import check_positive, check_positive_int
+from dpgen.utils.noise import randint
 from dpgen.utils.settings import MethodConfig
 
 
@@ -85,7 +86,7 @@ class WGANGP(GenerativeMethod):
 
     def sample_batch(self, n: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """``n_critic`` batches of real records, drawn with replacement (one per critic update)."""
-        return torch.randint(0, n, (self.n_critic * batch_size,), generator=generator)
+        return randint(n, (self.n_critic * batch_size,), generator=generator)  # a SecureGenerator too
 
     def step(self, models, batch) -> Dict[str, torch.Tensor]:
         gen = models["generator"]

@@ -53,8 +53,9 @@ class ImageGradientMechanism:
         import torch
 
         from dpgen.privacy.clipping import clip_whole
+        from dpgen.utils.noise import gaussian
 
-        noise = torch.randn(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
+        noise = gaussian(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
         return clip_whole(grad, self.clip) + self.noise_std * noise
 
     def accountant(self) -> RDPAccountant:

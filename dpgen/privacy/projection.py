@@ -165,8 +165,9 @@ def haar_columns(d: int, c: int, generator, device=None):
     orthonormal to float64 rounding (~1e-15), which the deterministic frame sensitivity needs.
     """
     import torch
+    from dpgen.utils.noise import gaussian
 
-    g = torch.randn(d, c, generator=generator, device=device).double().tril()  # x_j = g[j:, j]
+    g = gaussian((d, c), generator=generator, device=device).double().tril()  # x_j = g[j:, j]
     alpha = torch.diagonal(g).clone()
     norm = g.norm(dim=0)
     # LAPACK's larfg: beta = -sign(alpha) ||x_j||, tau = (beta - alpha) / beta, v = x_j[1:] / (alpha - beta)
@@ -248,16 +249,17 @@ class StructuredFrame:
     @classmethod
     def draw(cls, d: int, k: int, generator, device=None, rounds: int = STRUCTURED_ROUNDS):
         import torch
+        from dpgen.utils.noise import permutation, randint
 
         d = check_positive_int(d, "d", "the data dimension")
         k = check_positive_int(k, "k", "the number of random projection directions")
         dev = device or generator.device
         blocks = -(-k // d)
-        signs = torch.randint(0, 2, (blocks, rounds, d), generator=generator, device=dev).double() * 2 - 1
+        signs = randint(2, (blocks, rounds, d), generator=generator, device=dev).double() * 2 - 1
         keep, left = [], k
         for _ in range(blocks):
             c = min(d, left)
-            keep.append(torch.randperm(d, generator=generator, device=dev)[:c])
+            keep.append(permutation(d, generator=generator, device=dev)[:c])
             left -= c
         return cls(signs, keep)
 
@@ -400,10 +402,10 @@ def squared_sensitivity_quantile(k: int, d: int, delta: float, method: str = "sa
 
 def _is_torch_generator(generator) -> bool:
     try:
-        import torch
+        from dpgen.utils.noise import is_generator  # needs torch
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(generator, torch.Generator)
+    return is_generator(generator)  # a torch.Generator or the OS CSPRNG's SecureGenerator
 
 
 def random_directions(d: int, k: int, generator=None, dtype=None, device=None):
@@ -417,8 +419,9 @@ def random_directions(d: int, k: int, generator=None, dtype=None, device=None):
     k = check_positive_int(k, "k", "the number of random projection directions")
     if _is_torch_generator(generator):
         import torch
+        from dpgen.utils.noise import gaussian
 
-        u = torch.randn(d, k, generator=generator, dtype=dtype or torch.float32, device=device or generator.device)
+        u = gaussian((d, k), generator=generator, dtype=dtype or torch.float32, device=device or generator.device)
         return u / u.norm(dim=0, keepdim=True)
     rng = np.random.default_rng(generator)
     u = rng.standard_normal((d, k))
@@ -444,12 +447,13 @@ def gaussian_mechanism(X, U, sigma: float, generator=None):
         is_torch = False
     if is_torch:
         import torch
+        from dpgen.utils.noise import gaussian
 
         U = torch.as_tensor(U, dtype=X.dtype, device=X.device)
         P = X @ U
         if sigma == 0:
             return P
-        noise = torch.randn(P.shape, generator=generator, dtype=P.dtype, device=P.device)
+        noise = gaussian(P.shape, generator=generator, dtype=P.dtype, device=P.device)
         return P + sigma * noise
     X = np.asarray(X, dtype=float)
     P = X @ np.asarray(U, dtype=float)

@@ -106,7 +106,7 @@ def normalise_settings(flat: Dict[str, Any]) -> Dict[str, Any]:
 #: settings keys added after checkpoints were written, with the value that reproduces what dpgen did before them:
 #: a checkpoint that lacks the key ran under that value (a run folder from before the key resumes), any other
 #: value is a change
-ADDED_KEYS = {"dataset.n_train_counted": False, "dataset.validation": 0.0}
+ADDED_KEYS = {"dataset.n_train_counted": False, "dataset.validation": 0.0, "privacy.secure_rng": False}
 
 
 def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> None:

@@ -26,10 +26,16 @@ def mechanism_generators(cfg, device):
     unknown to an adversary, so by default (``privacy.secret_randomness=true``) it is seeded from
     the operating system's entropy, never from the public ``seed``, and never written to a
     checkpoint. ``false`` seeds it from ``seed`` for bit-reproducible experiments: the guarantee
-    then holds only while the seed stays secret.
+    then holds only while the seed stays secret. ``privacy.secure_rng=true`` (which the config allows
+    only with ``secret_randomness=true``) replaces both by :class:`dpgen.utils.noise.SecureGenerator`:
+    every draw from the OS CSPRNG, with no state that could be predicted, saved or restored.
     """
     import secrets
 
+    if getattr(cfg.privacy, "secure_rng", False):
+        from dpgen.utils.noise import SecureGenerator
+
+        return SecureGenerator("cpu"), SecureGenerator(device)
     if cfg.privacy.secret_randomness:
         s1, s2 = secrets.randbits(63), secrets.randbits(63)
     else:
