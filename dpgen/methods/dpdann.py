@@ -29,10 +29,12 @@ from dpgen.methods.base import ledger_for, poisson_gaussian
 from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import DataInfo, register
-from dpgen.privacy.clipping import clip_per_sample
+from dpgen.privacy import clipping
+from dpgen.privacy.clipping import clip_per_sample  # noqa: F401 (the tests import it from here)
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import check_positive
+from dpgen.utils.noise import gaussian
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
 
@@ -95,8 +97,9 @@ def _bce_ones(out: torch.Tensor) -> torch.Tensor:
 class OpacusGhostClip:
     """The clipped per-sample sum of the target term's gradients w.r.t. (g, D), by the privacy library's
     :class:`dpgen.privacy.per_sample.GhostClippedSum` (opacus' fast gradient clipping; a non-finite record
-    contributes exactly 0). About twice as fast as :func:`per_sample_grads` + :func:`clip_per_sample` on
-    the digits networks (``scripts/bench_da.py``); a test checks both give the same sum and norms."""
+    contributes exactly 0; the sums in float64). About 1.7x as fast as :func:`per_sample_grads` +
+    :func:`dpgen.privacy.clipping.clipped_sum` on the digits networks (B = 128, one thread: 0.15 s against 0.26 s,
+    issue 83; ``scripts/bench_da.py``); a test checks both give the same sum and norms."""
 
     def __init__(self, g, disc, clip: float):
         from dpgen.privacy.per_sample import GhostClippedSum
@@ -143,8 +146,9 @@ class DPDANN(DANN):
         self.max_steps = self.ledger.max_steps()
         self.last_norms = None
         #: how the clipped per-sample sum is computed: "ghost" (default; opacus' fast gradient clipping,
-        #: 0.12 s for B = 128 digits on one thread beside one other job), "func" (torch.func vmap + grad,
-        #: per-sample gradients materialised, 0.23 s) or "opacus" (opacus' GradSampleModule, materialised)
+        #: 0.15 s for B = 128 digits on one thread beside other jobs, its float64 pass 2 included; 0.09 s before
+        #: it), "func" (torch.func vmap + grad, per-sample gradients materialised, 0.26 s) or "opacus" (opacus'
+        #: GradSampleModule, materialised)
         self.per_sample = "ghost"
         self._opacus = None
         self._ghost = None
@@ -166,15 +170,16 @@ class DPDANN(DANN):
                 names, grads = self._opacus(xt)
             else:
                 names, grads = per_sample_grads(g, disc, xt)
-            clipped, self.last_norms = clip_per_sample(grads, self.clip)
-            sums = {nm: c.sum(0) for nm, c in zip(names, clipped)}
+            clipped, self.last_norms = clipping.clipped_sum(grads, self.clip)  # float64 sums
+            sums = dict(zip(names, clipped))
         else:  # an empty Poisson batch: noise only
-            sums = {nm: torch.zeros_like(v) for nm, v in named}
+            sums = {nm: torch.zeros_like(v, dtype=torch.float64) for nm, v in named}
         std = self.noise_multiplier * self.clip
         out = {}
         for nm, v in named:
-            noise = torch.randn(v.shape, generator=self.rng, device=v.device, dtype=v.dtype)
-            out[nm] = (sums[nm] + std * noise) / self.batch_size
+            noise = gaussian(v.shape, generator=self.rng, device=v.device, dtype=v.dtype)
+            # the noise added to the float64 sum, then rounded to the parameter's dtype (dpgen.privacy.clipping)
+            out[nm] = clipping.release_sum(sums[nm], noise, std, v.dtype) / self.batch_size
         return out
 
     def step(self, models, batch) -> Dict[str, torch.Tensor]:

@@ -7,12 +7,13 @@ The mechanism (one step, Poisson sampling at rate ``q = B / N``):
    (default): opacus' fast gradient clipping gets the norms without materialising every ``g_i``
    (:class:`dpgen.privacy.per_sample.GhostClippedSum`, two backward passes); ``func``: ``torch.func``
    (``vmap(grad(.))`` over the examples, in chunks of ``chunk_size``, :func:`per_sample_gradients`),
-   then :func:`clip_gradients`. A test checks both give the same sum. Each clip scales to
-   ``C (1 - 1e-5)`` in float64 (``dpgen.privacy.clipping``: float32 rounding never lets one example move the
-   sum by more than C). An example with non-finite values or a label outside [0, classes) contributes 0
-   (``dpgen.utils.labels``; no exception, no host read);
-3. the sum plus Gaussian noise ``N(0, (sigma C)^2 I)``, divided by the expected batch size ``q N``
-   (the estimator opacus uses for Poisson batches); the optimizer steps on it.
+   then :func:`dpgen.privacy.clipping.clipped_sum`. A test checks both give the same sum. Each clip scales to
+   ``C (1 - 1e-5)`` in float64 and the sum accumulates in float64 (``dpgen.privacy.clipping``: float32 rounding
+   never lets one example move the sum by more than C, at any batch size). An example with non-finite values
+   or a label outside [0, classes) contributes 0 (``dpgen.utils.labels``; no exception, no host read);
+3. the sum plus Gaussian noise ``N(0, (sigma C)^2 I)`` (added in float64, then rounded to the parameters'
+   dtype), divided by the expected batch size ``q N`` (the estimator opacus uses for Poisson batches); the
+   optimizer steps on it.
 
 The accountants (``accountants=``), all fed from the same training:
 
@@ -63,8 +64,8 @@ from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import (PrivacyParameterError, check_delta, check_positive, check_positive_int,
                                       check_sample_rate)
-from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.noise import gaussian, permutation, uniform
+from dpgen.utils.settings import ConfigError, MethodConfig
 from dpgen.utils.settings import choice as _choice
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
@@ -346,9 +347,12 @@ class DPSGD(Method):
         ``pair_idx``: positions (in the batch) of the examples whose clipped gradients feed the pairwise
         accountants. Returns ``(mean loss, pair distances or None)``.
         """
+        from dpgen.privacy.clipping import clipped_sum, release_sum
+
         params = [p for p in model.parameters() if p.requires_grad]
-        device = params[0].device
-        total = torch.zeros(sum(p.numel() for p in params), device=device)
+        device, dtype = params[0].device, params[0].dtype
+        # the clipped sum in float64, rounded to the parameters' dtype after the noise (dpgen.privacy.clipping)
+        total = torch.zeros(sum(p.numel() for p in params), dtype=torch.float64, device=device)
         pair_rows = None
         loss_sum = torch.zeros((), device=device)  # a tensor: no host sync per step
         n = int(x.shape[0])
@@ -371,14 +375,16 @@ class DPSGD(Method):
             for s in range(0, n if self.per_sample == "func" else 0, cs):
                 xb, yb = x[s:s + cs], y[s:s + cs]
                 grads, losses = per_sample_gradients(model, xb, yb, return_loss=True)
-                clipped, _ = clip_gradients(flatten_gradients(grads), self.clip)
+                flat = flatten_gradients(grads)
                 del grads
-                total += clipped.sum(0)
-                if s == 0 and pair_idx is not None and len(pair_idx) >= 2:
-                    pair_rows = clipped[: len(pair_idx)].detach()
+                (part,), _ = clipped_sum([flat], check_clip(self.clip))
+                total += part
+                if s == 0 and pair_idx is not None and len(pair_idx) >= 2:  # the rows are clipped one by one
+                    pair_rows = clip_gradients(flat[: len(pair_idx)], self.clip)[0].detach()
+                del flat
                 loss_sum = loss_sum + losses.detach().sum()
-        noise = torch.randn(total.shape, generator=noise_gen, device=device) * self.noise_std
-        flat = (total + noise) / self.expected_batch_size
+        noise = gaussian(total.shape, generator=noise_gen, device=device, dtype=dtype)
+        flat = release_sum(total, noise, self.noise_std, dtype) / self.expected_batch_size
         off = 0
         for p in params:
             p.grad = flat[off:off + p.numel()].view_as(p).clone()

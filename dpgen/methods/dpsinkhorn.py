@@ -69,7 +69,7 @@ import torch.nn as nn
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod, ledger_for, poisson_gaussian
 from dpgen.methods.registry import DataInfo, register
-from dpgen.privacy.clipping import clip_per_sample
+from dpgen.privacy.clipping import clipped_sum
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
 from dpgen.privacy.ledger import RELATIONS
@@ -452,19 +452,20 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         N(0, (C sigma)^2) per coordinate, divided by the expected batch B. Adding or removing one record
         moves the clipped sum by at most C: sensitivity C, noise multiplier sigma, Algorithm 1's
         accountant. An empty Poisson batch releases the noise alone."""
-        total = torch.zeros_like(code)
+        # the running total in float64, rounded to code's dtype after the noise (dpgen.privacy.clipping)
+        total = torch.zeros(code.shape, dtype=torch.float64, device=code.device)
         if batch.real is not None:
             n = int(batch.real.shape[0])
             self.last_real_batch = n
             norms = []
             for grads in self.record_code_gradients(gen, code.detach(), y_fake, batch.real, batch.y,
                                                     chunk=self.record_chunk(n, code)):
-                clipped, nrm = clip_per_sample([grads], self.mechanism.clip)
-                total = total + clipped[0].sum(0)
+                (part,), nrm = clipped_sum([grads], self.mechanism.clip)
+                total = total + part
                 norms.append(nrm)
             self.last_norms = torch.cat(norms)  # kept in memory
         # an empty Poisson batch releases the noise alone
-        (noisy,) = self.mechanism.noise_sum([total], generator=self.rng)
+        (noisy,) = self.mechanism.noise_sum([total], generator=self.rng, dtypes=[code.dtype])
         return noisy / self.batch_size
 
     def record_code_gradients(self, gen, code: torch.Tensor, y_fake, real, y_real, chunk: Optional[int] = None):

@@ -91,16 +91,21 @@ class PerSampleGradientMechanism(ImageGradientMechanism):
         return self.clip * self.noise_multiplier
 
     def privatize_sum(self, grads, generator=None):
-        """(noisy sum of the clipped per-record gradients [one tensor per parameter], norms before clipping)."""
-        from dpgen.privacy.clipping import clip_per_sample
+        """(noisy sum of the clipped per-record gradients [one tensor per parameter], in the gradients' dtypes;
+        norms before clipping). The sum is accumulated in float64 (:func:`dpgen.privacy.clipping.clipped_sum`)."""
+        from dpgen.privacy.clipping import clipped_sum
 
-        clipped, norms = clip_per_sample(grads, self.clip)
-        return self.noise_sum([c.sum(0) for c in clipped], generator=generator), norms
+        sums, norms = clipped_sum(grads, self.clip)
+        return self.noise_sum(sums, generator=generator, dtypes=[g.dtype for g in grads]), norms
 
-    def noise_sum(self, sums, generator=None):
-        """The release of sums of per-record gradients each clipped to C (by :func:`clip_per_sample`, e.g.
-        a chunk at a time): N(0, (C sigma)^2) added per coordinate."""
-        import torch
+    def noise_sum(self, sums, generator=None, dtypes=None):
+        """The release of sums of per-record gradients each clipped to C (by
+        :func:`dpgen.privacy.clipping.clipped_sum`, in float64, e.g. a chunk at a time): N(0, (C sigma)^2) added
+        per coordinate in float64, the result then rounded to ``dtypes`` (one per sum, the dtype the noise is
+        drawn in; default: each sum's own) by :func:`dpgen.privacy.clipping.release_sum`."""
+        from dpgen.privacy.clipping import release_sum
+        from dpgen.utils.noise import gaussian
 
-        return [s + self.noise_std * torch.randn(s.shape, generator=generator, device=s.device, dtype=s.dtype)
-                for s in sums]
+        dtypes = [s.dtype for s in sums] if dtypes is None else list(dtypes)
+        return [release_sum(s, gaussian(s.shape, generator=generator, device=s.device, dtype=dt), self.noise_std, dt)
+                for s, dt in zip(sums, dtypes)]
