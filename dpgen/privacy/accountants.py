@@ -74,6 +74,16 @@ def check_sampling(sampling: str) -> str:
 class _SubsampledGaussianAccountant(Accountant):
     """Common bookkeeping: a history of (noise_multiplier, sample_rate, num_steps) groups."""
 
+    #: how a :class:`dpgen.privacy.ledger.Ledger` kept by this accountant calibrates, searches and cross-checks: a
+    #: class of :mod:`dpgen.privacy.ledger_accountants` (:func:`ledger_accountant`); by default the ledger replays
+    #: its history into a fresh accountant of this class
+    ledger_family = "ReplayLedgerAccountant"
+    #: what reports call it (None: its name)
+    label = None
+    #: (near) exact for the subsampled Gaussian (PLD, PRV), rather than an upper bound (RDP, moments): every RDP
+    #: bound of a history must then lie at or above its epsilon (:func:`dpgen.privacy.ledger.cross_check_verdict`)
+    exact = False
+
     def step(self, *, noise_multiplier: float, sample_rate: float, num_steps: int = 1) -> None:
         z = check_positive(noise_multiplier, "noise_multiplier", "the noise std over the L2 sensitivity")
         q = check_sample_rate(sample_rate)
@@ -124,6 +134,8 @@ class RDPAccountant(_SubsampledGaussianAccountant):
     """
 
     name = "rdp"
+    label = "autodp RDP"
+    ledger_family = "RDPLedgerAccountant"
 
     def __init__(self, sampling: str = "without_replacement") -> None:
         super().__init__()
@@ -159,6 +171,7 @@ class OpacusRDPAccountant(_SubsampledGaussianAccountant):
     """opacus' RDP accountant (Poisson sampling), with opacus' RDP -> DP conversion."""
 
     name = "opacus_rdp"
+    label = "opacus RDP"
     sampling = "poisson"
 
     def get_epsilon(self, delta: float) -> float:
@@ -191,6 +204,8 @@ class OpacusPRVAccountant(_SubsampledGaussianAccountant):
     """opacus' PRV accountant (Poisson sampling): an upper estimate of epsilon within ``eps_error``."""
 
     name = "opacus_prv"
+    label = "opacus PRV"
+    exact = True
     sampling = "poisson"
 
     def __init__(self, eps_error: float = 0.1) -> None:
@@ -250,6 +265,9 @@ class PLDAccountant(_SubsampledGaussianAccountant):
     """dp-accounting's PLD accountant for the Poisson-subsampled Gaussian mechanism (``pld``)."""
 
     name = "pld"
+    label = "dp-accounting PLD"
+    exact = True
+    ledger_family = "PLDLedgerAccountant"
     sampling = "poisson"
 
     def get_epsilon(self, delta: float) -> float:
@@ -296,6 +314,7 @@ class MomentsAccountant(_SubsampledGaussianAccountant):
     """
 
     name = "moments"
+    label = "moments accountant (Abadi et al.)"
     sampling = "poisson"
 
     def __init__(self, max_lambda: int = 256) -> None:
@@ -403,6 +422,21 @@ for _name, _cls in {"wang_wor": WangWORAccountant, "rdp": RDPAccountant, "opacus
 def make_accountant(name: str, **kwargs) -> Accountant:
     """Build an accountant by name: rdp, opacus_rdp, opacus_prv, moments, pld, wang_wor, bdp, wdp."""
     return ACCOUNTANTS.build(name, **kwargs)
+
+
+def ledger_accountant(name: str, sampling: str):
+    """What keeps a :class:`dpgen.privacy.ledger.Ledger` of ``sampling`` under accountant ``name`` (``auto``:
+    :func:`resolve_accountant`): an object of the class the accountant's ``ledger_family`` names in
+    :mod:`dpgen.privacy.ledger_accountants`, found by the one lookup of ``name`` in :data:`ACCOUNTANTS`."""
+    from dpgen.privacy import ledger_accountants  # it builds on dpgen.privacy.calibration, which imports this module
+
+    name = resolve_accountant(name, sampling)
+    family = getattr(ACCOUNTANTS.lookup(name), "ledger_family", None)
+    if family is None:
+        raise PrivacyParameterError(
+            f"privacy.accountant={name} accounts per-step privacy-loss statistics, not the subsampled Gaussian "
+            "mechanism a ledger holds: use privacy.accountant=auto (or rdp, pld, opacus_rdp, opacus_prv, moments)")
+    return getattr(ledger_accountants, family)(name, sampling)
 
 
 def epsilon_for(noise_multiplier: float, sample_rate: float, steps: int, delta: float,

@@ -23,21 +23,18 @@ without replacement). :class:`Ledger` holds that composition against an (epsilon
 * ``report()``: the fields every private method's report states; ``state_dict()`` for checkpoints.
 
 DP-SWD (generation and domain adaptation), DP-Sinkhorn and its variants, and DP-DANN keep their
-ledger here; the methods add what is theirs (the sensitivity, the mechanism's description).
+ledger here; the methods add what is theirs (the sensitivity, the mechanism's description). A one-shot
+release (DP-MERF's) keeps a ledger of its one full-batch release and no step (``one_shot``), under
+dp-accounting's PLD (:func:`dpgen.privacy.mechanisms.make_ledger`).
 """
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence
 
-from dpgen.privacy.accountants import (PLD_COARSE_INTERVAL, PLD_GUIDE_MAX_STEPS, PLD_INTERVAL, OpacusRDPAccountant,
-                                       RDPAccountant, WangWORAccountant, autodp_epsilon, make_accountant, pld_epsilon,
-                                       resolve_accountant)
-from dpgen.privacy.calibration import (SURROGATES, calibrate_noise_multiplier, largest_steps, solve_noise,
-                                       steps_to_epsilon)
-from dpgen.privacy.local import geometric_bisect
+from dpgen.privacy.accountants import ACCOUNTANTS, ledger_accountant, resolve_accountant
+from dpgen.privacy.calibration import steps_to_epsilon
 
 RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record independently at rate q = B / n, n the "
                         "size declared as dataset.n_train and treated as public; nothing in the run depends on how "
@@ -45,8 +42,8 @@ RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record in
              "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
 
 
-ACCOUNTANT_TEXT = {"rdp": "autodp RDP", "pld": "dp-accounting PLD", "opacus_rdp": "opacus RDP",
-                   "opacus_prv": "opacus PRV", "moments": "moments accountant (Abadi et al.)"}
+#: what the reports call each accountant (its ``label``; an accountant without one is called by its name)
+ACCOUNTANT_TEXT = {name: cls.label for name, cls in ACCOUNTANTS.items() if getattr(cls, "label", None)}
 
 #: why ``privacy.accountant=auto`` picks its accountant, per sampling scheme (the reports print it)
 AUTO_REASONS = {
@@ -70,21 +67,11 @@ def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling:
     return steps_to_epsilon(epsilon, delta, z, q, sampling, accountant)
 
 
-def _largest_fitting(fits, lo: int, hi: int, cap: int = 10**9) -> Optional[int]:
-    """The largest integer t >= lo with ``fits(t)`` (monotone; ``fits(lo)`` holds): ``hi`` grown by 4x until
-    it does not fit, then bisection. None when even ``cap`` fits."""
-    while fits(hi):
-        lo, hi = hi, hi * 4
-        if hi > cap:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
-
-
 class Ledger:
-    """The privacy ledger of one run (see the module doc)."""
+    """The privacy ledger of one run (see the module doc). What depends on its accountant (how epsilon, the noise
+    and the steps in budget are computed, the cross-checks, the report's text) it asks ``self.family``, the object
+    :func:`dpgen.privacy.accountants.ledger_accountant` finds for the accountant's name
+    (:mod:`dpgen.privacy.ledger_accountants`); the ledger itself never branches on that name."""
 
     def __init__(self, *, epsilon: float, delta: float, sampling: str, sample_rate: float,
                  prefix: Sequence[float] = (), rel_tol: float = 1e-3, accountant: str = "rdp",
@@ -106,19 +93,24 @@ class Ledger:
         self.accountant_reason = reason or accountant_reason(self.accountant_requested, sampling)
         #: whether ``calibrate`` set the noise (else ``use_noise`` fixed it)
         self.calibrated = False
-        if accountant == "rdp":
-            self.accountant = RDPAccountant(sampling=sampling)
-        else:
-            self.accountant = make_accountant(accountant)
-            if getattr(self.accountant, "sampling", sampling) != sampling:
-                raise ValueError(f"privacy.accountant={accountant} analyses Poisson sampling only; this method samples "
-                                 f"{sampling}: use privacy.accountant=auto (autodp RDP here) or rdp")
+        #: a one-shot release (:class:`dpgen.privacy.mechanisms.OneShotGaussian`): the prefix is the whole
+        #: mechanism, no step is charged and ``noise_multiplier`` (the per-step noise) stays None
+        self.one_shot = False
+        #: the accountant's family (:mod:`dpgen.privacy.ledger_accountants`) and the accountant holding the history
+        self.family = ledger_accountant(accountant, sampling)
+        self.accountant = self.family.new_accountant(self.sample_rate)
         self.noise_multiplier: Optional[float] = None
         #: releases before training recorded by ``release_prefix`` (each one full-batch step in the
         #: accountant): counted explicitly, so a run whose own steps have q = 1 is not mistaken for them
         self.prefix_releases = 0
 
     # ---- the composition ----------------------------------------------------------------------
+    def under(self, accountant: str) -> "Ledger":
+        """A fresh ledger of the same composition (budget, sampling, sample rate, releases before training,
+        rel_tol) kept by ``accountant``: the PLD family starts its searches from the RDP ledger's answers."""
+        return Ledger(epsilon=self.epsilon_budget, delta=self.delta, sampling=self.sampling,
+                      sample_rate=self.sample_rate, prefix=self.prefix, rel_tol=self.rel_tol, accountant=accountant)
+
     def epsilon_of(self, noise_multiplier: float, steps: int, surrogate: bool = False) -> float:
         """Epsilon of the prefix releases plus ``steps`` steps at ``noise_multiplier``.
 
@@ -129,33 +121,7 @@ class Ledger:
         groups += [(z, 1.0, 1) for z in self.prefix]
         if not groups:
             return 0.0
-        if self.accountant_name == "pld":
-            return pld_epsilon(tuple(sorted(groups)), self.delta, PLD_COARSE_INTERVAL if surrogate else PLD_INTERVAL)
-        name = SURROGATES.get(self.sampling, self.accountant_name) if surrogate else self.accountant_name
-        if name == "rdp":
-            return autodp_epsilon(tuple(sorted(groups)), self.delta, self.sampling)
-        acc = make_accountant(name)
-        for z, q, n in groups:
-            acc.step(noise_multiplier=z, sample_rate=q, num_steps=n)
-        return acc.get_epsilon(self.delta)
-
-    def _surrogate_root(self, too_small, lo: float) -> Optional[float]:
-        """The surrogate's smallest z with ``too_small(z)`` False (None when no surrogate applies)."""
-        if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
-            return None
-        hi = lo * 1.05
-        for _ in range(40):  # the surrogate's RDP orders floor its epsilon: it may never reach the budget
-            if not too_small(hi):
-                return geometric_bisect(too_small, lo, hi, rel_tol=self.rel_tol / 4)
-            lo, hi = hi, hi * 2
-        return None
-
-    def _surrogate_steps(self, z: float) -> Optional[int]:
-        """The surrogate's most steps in budget at noise ``z`` (None when no surrogate applies)."""
-        if self.accountant_name != "rdp" or self.sampling not in SURROGATES:
-            return None
-        fits = lambda t: self.epsilon_of(z, t, surrogate=True) <= self.epsilon_budget  # noqa: E731
-        return _largest_fitting(fits, 1, 1024) if fits(1) else None
+        return self.family.epsilon(groups, self.delta, surrogate)
 
     def _check_prefix(self) -> None:
         if self.prefix and self.epsilon_of(1e6, 0) >= self.epsilon_budget:
@@ -168,39 +134,7 @@ class Ledger:
         budget, never above it) that keeps the prefix plus ``steps`` steps in budget."""
         self._check_prefix()
         self.calibrated = True
-        if self.accountant_name == "pld":
-            # PLD's epsilon is below every RDP bound's: the RDP ledger's noise (same prefix) spends at most the
-            # budget under PLD, an upper end for the search to PLD_EPSILON_TOL in epsilon (a few PLD calls)
-            rdp = Ledger(epsilon=self.epsilon_budget, delta=self.delta, sampling=self.sampling,
-                         sample_rate=self.sample_rate, prefix=self.prefix, rel_tol=self.rel_tol, accountant="rdp")
-            try:
-                z_hi = rdp.calibrate(steps, z0)
-            except ValueError:  # no RDP order reaches the budget: PLD may still; start from z0 or 1
-                z_hi = 1.0 if z0 is None else float(z0)
-            guide = (lambda x: self.epsilon_of(x, steps, surrogate=True)) if steps <= PLD_GUIDE_MAX_STEPS else None
-            self.noise_multiplier = float(solve_noise(lambda x: self.epsilon_of(x, steps), self.epsilon_budget, z_hi,
-                                                      guide=guide))
-            return self.noise_multiplier
-        z = calibrate_noise_multiplier(self.epsilon_budget, self.delta, self.sample_rate, steps, self.sampling,
-                                       accountant=self.accountant_name, rel_tol=self.rel_tol, z0=z0)
-        if self.prefix:  # the prefix spends part of the budget: more noise, found by bisection on log z
-            # guided by the surrogate accountant (the same RDP curve in numpy, 15x faster than autodp):
-            # its root, widened by rel_tol each side, usually brackets autodp's in two calls
-            guess = self._surrogate_root(lambda x: self.epsilon_of(x, steps, surrogate=True) > self.epsilon_budget,
-                                         z)
-            lo, hi = (guess / (1 + self.rel_tol), guess * (1 + self.rel_tol)) if guess else (z, z * 1.05)
-            if self.epsilon_of(lo, steps) <= self.epsilon_budget:
-                lo, hi = z, lo  # the guess was too high: the prefix-free z is a lower end
-            while self.epsilon_of(hi, steps) > self.epsilon_budget:
-                lo, hi = hi, hi * 1.5
-            while hi / lo > 1 + self.rel_tol:  # epsilon_of(hi) <= budget always
-                mid = math.sqrt(lo * hi)
-                if self.epsilon_of(mid, steps) > self.epsilon_budget:
-                    lo = mid
-                else:
-                    hi = mid
-            z = hi
-        self.noise_multiplier = float(z)
+        self.noise_multiplier = self.family.noise(self, steps, z0)
         return self.noise_multiplier
 
     def use_noise(self, noise_multiplier: float) -> float:
@@ -222,20 +156,7 @@ class Ledger:
                              f"privacy.epsilon={self.epsilon_budget}")
         if self.epsilon_of(z, 1) > self.epsilon_budget:
             return 0
-        fits = lambda t: self.epsilon_of(z, t) <= self.epsilon_budget  # noqa: E731
-        if self.accountant_name == "pld":  # from the RDP ledger's answer (it spends more: its steps fit)
-            rdp = Ledger(epsilon=self.epsilon_budget, delta=self.delta, sampling=self.sampling,
-                         sample_rate=self.sample_rate, prefix=self.prefix, rel_tol=self.rel_tol, accountant="rdp")
-            rdp.use_noise(z)
-            floor = rdp.max_steps() or 1
-            guide = (lambda t: self.epsilon_of(z, t, surrogate=True)) if floor <= PLD_GUIDE_MAX_STEPS // 4 else None
-            return largest_steps(lambda t: self.epsilon_of(z, t), self.epsilon_budget, max(1, floor), guide=guide)
-        lo, hi = 1, 1024
-        guess = self._surrogate_steps(z)
-        if guess is not None:  # autodp confirms the surrogate's answer, usually in two calls
-            lo, hi = (guess, guess + 1) if fits(guess) else (1, guess)
-        found = _largest_fitting(fits, lo, hi)
-        return 10**9 if found is None else found
+        return self.family.most_steps(self, z)
 
     # ---- what ran ------------------------------------------------------------------------------
     def release_prefix(self) -> None:
@@ -263,13 +184,7 @@ class Ledger:
             groups[key] = groups.get(key, 0) + int(more)
         if not groups:
             return 0.0
-        if self.accountant_name == "rdp":
-            return autodp_epsilon(tuple(sorted((z, q, n) for (z, q), n in groups.items())), self.delta,
-                                  self.sampling)
-        acc = make_accountant(self.accountant_name)
-        for (z, q), n in groups.items():
-            acc.step(noise_multiplier=z, sample_rate=q, num_steps=n)
-        return acc.get_epsilon(self.delta)
+        return self.family.epsilon([(z, q, n) for (z, q), n in groups.items()], self.delta)
 
     def steps_left(self, wanted: int) -> int:
         """The most steps (at most ``wanted``) that fit in the budget after what the ledger already holds.
@@ -302,12 +217,8 @@ class Ledger:
         """The same history under independent accountants (autodp too when it did not keep the ledger)."""
         if not self.accountant.steps:
             return {}
-        poisson = self.sampling == "poisson"
-        others = {("opacus_rdp" if poisson else "wang_wor"): OpacusRDPAccountant() if poisson else WangWORAccountant()}
-        if self.accountant_name != "rdp":
-            others["autodp_rdp"] = RDPAccountant(sampling=self.sampling)
         out = {}
-        for name, acc in others.items():
+        for name, acc in self.family.cross_checks().items():
             for h in self.accountant.history:
                 acc.step(noise_multiplier=h["noise_multiplier"], sample_rate=h["sample_rate"],
                          num_steps=h["num_steps"])
@@ -316,25 +227,20 @@ class Ledger:
 
     def accountant_text(self) -> str:
         """Which accountant keeps the ledger, why, and what is printed beside it (the report's ``accountant``)."""
-        name = ACCOUNTANT_TEXT.get(self.accountant_name, self.accountant_name)
+        name = self.family.text()
         role = ("calibrated the noise and keeps the ledger" if self.calibrated else
                 "keeps the ledger; the noise was given")
         mechanism = ("Gaussian mechanism on the whole set (sample rate 1)" if self.sample_rate >= 1 else
                      "Poisson-subsampled Gaussian" if self.sampling == "poisson" else
                      "subsampled Gaussian without replacement (Wang et al. 2019)")
-        beside = ("autodp RDP printed beside it as the cross-check, with opacus RDP (epsilon_cross_check)"
-                  if self.accountant_name != "rdp" else
-                  "opacus RDP printed beside it as the cross-check (epsilon_cross_check)" if self.sampling == "poisson"
-                  else "dpgen's own Theorem 9 accountant (wang_wor) printed beside it as the cross-check "
-                       "(epsilon_cross_check)")
-        return f"{name} ({self.accountant_reason}; it {role}), {mechanism}; {beside}"
+        return f"{name} ({self.accountant_reason}; it {role}), {mechanism}; {self.family.beside()}"
 
     def report(self) -> Dict[str, Any]:
         checks = self.cross_check()  # one replay of the history per report (reports are written every checkpoint)
         return {
             "epsilon_budget": self.epsilon_budget,
             "epsilon_spent": self.epsilon(),
-            "noise_multiplier": self.noise_multiplier,
+            "noise_multiplier": self.prefix[0] if self.one_shot else self.noise_multiplier,
             "sampling": self.sampling,
             "sample_rate": self.sample_rate,
             "neighbouring_relation": RELATIONS[self.sampling],
@@ -354,6 +260,11 @@ class Ledger:
         counted), whose releases are inferred conservatively: at most one per declared release, and only
         from its full-batch entries (so every other step counts as a step)."""
         acc = state.get("accountant", state) if "history" not in state else state
+        if self.one_shot and acc.get("name") != self.accountant.name and all(
+                float(h["sample_rate"]) >= 1.0 for h in acc.get("history", ())):
+            # a one-shot release's history is the same list of full-batch Gaussians under any accountant: a
+            # checkpoint written when autodp's RDP kept this ledger resumes under the PLD that keeps it now
+            acc = {"name": self.accountant.name, "history": acc["history"]}
         self.accountant.load_state_dict(acc)
         if "prefix_releases" in state:
             self.prefix_releases = int(state["prefix_releases"])
@@ -381,7 +292,7 @@ def cross_check_verdict(charged: float, independent: Dict[str, float], ledger: s
     if not independent:
         return {"charged": f"epsilon_spent ({ledger})", "passed": None, "why": "no private step to check"}
     gaps = {k: round((float(v) - charged) / charged, 4) if charged > 0 else 0.0 for k, v in independent.items()}
-    if ledger in ("pld", "opacus_prv"):  # the (near) exact accountants
+    if getattr(ACCOUNTANTS.get(ledger), "exact", False):  # the (near) exact accountants: PLD, PRV
         passed = all(g >= -PLD_SLACK for g in gaps.values())
         rule = (f"no independent RDP upper bound below the charged PLD epsilon (by more than {PLD_SLACK:.0%}): PLD "
                 "is the tightest of them, RDP bounds lie above it")

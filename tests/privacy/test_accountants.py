@@ -218,3 +218,48 @@ def test_ledger_with_pld_keeps_the_budget_and_cross_checks_with_autodp():
     assert "dp-accounting PLD" in rep["accountant"] and rep["epsilon_cross_check"]["autodp_rdp"] > rep["epsilon_spent"]
     with pytest.raises(ValueError, match="Poisson sampling only"):
         Ledger(epsilon=10, delta=1e-5, sampling="without_replacement", sample_rate=0.01, accountant="pld")
+
+
+def ledger_name_comparisons(src: str):
+    """The comparisons in ``src`` that test an accountant's name: a registered accountant's name among the operands,
+    or a ledger's ``accountant_name`` compared with anything."""
+    import ast
+
+    from dpgen.privacy.accountants import ACCOUNTANTS
+
+    names = set(ACCOUNTANTS.names())
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sub = [n for part in (node.left, *node.comparators) for n in ast.walk(part)]
+        if any(isinstance(n, ast.Constant) and n.value in names for n in sub) or any(
+                isinstance(n, (ast.Attribute, ast.Name)) and "accountant_name" in (getattr(n, "attr", ""),
+                                                                                  getattr(n, "id", ""))
+                for n in sub):
+            found.append(ast.get_source_segment(src, node))
+    return found
+
+
+def test_ledger_asks_its_accountant_family_and_never_compares_accountant_names():
+    """Issue 83: the Ledger holds one object per accountant family (dpgen.privacy.ledger_accountants), found by the
+    one lookup of the name in the accountant registry, and has no ``if accountant_name == ...`` of its own."""
+    import inspect
+    import re
+
+    import dpgen.privacy.ledger as ledger_module
+    import dpgen.privacy.ledger_accountants as families_module
+    from dpgen.privacy.ledger import Ledger
+    from dpgen.privacy.ledger_accountants import PLDLedgerAccountant, RDPLedgerAccountant, ReplayLedgerAccountant
+
+    src = inspect.getsource(ledger_module)
+    assert ledger_name_comparisons(src) == []
+    assert ledger_name_comparisons(inspect.getsource(families_module)) == []  # the families: classes, not branches
+    assert not re.search(r"accountant_name\s*(==|!=|\bin\b)|(==|!=)\s*\"(rdp|pld|opacus_\w+|moments|wang_wor)\"", src)
+    families = {("poisson", "auto"): PLDLedgerAccountant, ("poisson", "pld"): PLDLedgerAccountant,
+                ("poisson", "rdp"): RDPLedgerAccountant, ("without_replacement", "auto"): RDPLedgerAccountant,
+                ("poisson", "opacus_rdp"): ReplayLedgerAccountant, ("poisson", "opacus_prv"): ReplayLedgerAccountant,
+                ("poisson", "moments"): ReplayLedgerAccountant, ("without_replacement", "wang_wor"): ReplayLedgerAccountant}
+    for (sampling, name), family in families.items():
+        led = Ledger(epsilon=1.0, delta=1e-5, sampling=sampling, sample_rate=0.01, accountant=name)
+        assert type(led.family) is family and led.family.name == led.accountant_name
