@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from dpgen.privacy.accountants import epsilon_for, resolve_accountant
 from dpgen.privacy.calibration import calibrate, steps_to_epsilon
 from dpgen.privacy.ledger import ACCOUNTANT_TEXT, RELATIONS, accountant_reason
-from dpgen.privacy.mechanisms import (LocalRelease, Mechanism, OneShotGaussian, ProjectedGaussian, SubsampledGaussian,
-                                      accountant_for, make_ledger, projected_calibration)
+from dpgen.privacy.mechanisms import (ONE_SHOT_REASON, LocalRelease, Mechanism, OneShotGaussian, ProjectedGaussian,
+                                      SubsampledGaussian, accountant_for, make_ledger, projected_calibration)
 
 #: what the reports of the mechanisms without a PLD ledger say about their accountant, and why
 WOR_ACCOUNTANT = ("autodp RDP: the tightest valid accountant for sampling without replacement, which "
@@ -120,21 +120,25 @@ def _one_shot(m: OneShotGaussian, budget: Budget, s: Setting) -> Dict[str, Any]:
     """One full-batch Gaussian release (replace one, sensitivity ``m.sensitivity``), post-processing after."""
     from dpgen.privacy.wdp import gaussian_dp_epsilon
 
-    z = float(m.noise_multiplier)
-    eps = make_ledger(m, epsilon=budget.epsilon, delta=budget.delta).epsilon_of(z, 0)
+    from dpgen.privacy.accountants import autodp_epsilon
+
+    ledger = make_ledger(m, epsilon=budget.epsilon, delta=budget.delta)  # calibrates, or refuses a noise over budget
+    z = ledger.prefix[0]
+    eps = ledger.epsilon_of(z, 0)
     exact = gaussian_dp_epsilon(z, budget.delta)
+    rdp = autodp_epsilon(((z, 1.0, 1),), budget.delta, "without_replacement")
+    what = "calibrated noise multiplier" if m.noise_multiplier is None else "noise multiplier"
     lines = [
         f"{m.label} on {s.dataset}: released once (N = {s.n})",
-        f"  replace-one sensitivity {m.sensitivity:.6g}; noise multiplier {z:.6g} (noise std {z * m.sensitivity:.6g})",
-        f"  epsilon = {eps:.4f} at delta {budget.delta:g} (autodp RDP of one Gaussian release keeps the ledger: "
-        "privacy.accountant applies to the subsampled-Gaussian ledgers, and a single full-batch release is "
-        "calibrated with RDP); the analytic Gaussian mechanism, exact for one release: "
-        f"{exact:.4f}",
+        f"  replace-one sensitivity {m.sensitivity:.6g}; {what} {z:.6g} (noise std {z * m.sensitivity:.6g})",
+        f"  epsilon = {eps:.4f} at delta {budget.delta:g} (dp-accounting PLD of one Gaussian release calibrates and "
+        f"keeps the ledger: {ONE_SHOT_REASON}); the analytic Gaussian mechanism, exact for one release: "
+        f"{exact:.4f}; cross-check autodp RDP: {rdp:.4f}",
         "  the guarantee does not depend on the number of training steps (post-processing of the release)",
     ]
     return {"summary": {"N": s.n, "sensitivity": m.sensitivity, "noise_multiplier": z,
                         "noise_std": z * m.sensitivity, "epsilon": eps,
-                        "epsilon_cross_check": {"analytic_gaussian": exact}}, "lines": lines}
+                        "epsilon_cross_check": {"analytic_gaussian": exact, "rdp": rdp}}, "lines": lines}
 
 
 def _local(m: LocalRelease, budget: Budget, s: Setting) -> Dict[str, Any]:

@@ -7,7 +7,8 @@ A method states its mechanism as a small value and asks :func:`make_ledger` for 
   record independently, add/remove one record; ``without_replacement``: fixed-size batches, replace one record)
   with Gaussian noise of std ``noise_multiplier`` x its sensitivity; optional full-batch releases before training
   (``prefix``, each accounted once). DP-SGD, DP-DANN, DP-Sinkhorn and DP-SWD's projection declare one.
-* :class:`OneShotGaussian`: one full-batch Gaussian release, then post-processing only (DP-MERF's mean embedding).
+* :class:`OneShotGaussian`: one full-batch Gaussian release, then post-processing only (DP-MERF's mean embedding),
+  calibrated and charged by dp-accounting's PLD of one Gaussian (exact for it: :data:`ONE_SHOT_REASON`).
 * :class:`ProjectedGaussian`: DP-SWD's release, a subsampled Gaussian on k random projections whose sensitivity is a
   high-probability bound (:mod:`dpgen.privacy.projection`).
 * :class:`LocalRelease`: each record privatised once by a local mechanism (entropic-LDP GAN), then post-processing.
@@ -19,8 +20,12 @@ needs no code of the method's.
 ``make_ledger(mechanism, epsilon=, delta=, steps=, accountant=, rel_tol=)`` returns the :class:`Ledger` with its
 noise set: calibrated to the budget at ``steps`` when the mechanism leaves ``noise_multiplier`` unset, else the
 given noise with the budget deciding how many steps it allows (``ledger.max_steps()``: the budget's stop). The
-ledger's ``report()`` is the accounting report. Plain numbers in, no configuration object: this module knows
-mechanisms, never methods.
+ledger's ``report()`` is the accounting report. Every declared mechanism, whatever its kind, is calibrated or
+refused here, before anything is trained or released: a given noise whose one-shot release or releases before
+training already spend more than the budget raises :class:`PrivacyParameterError`; a run also calls
+:func:`check_declared` with its steps, which refuses a noise with which not even one step fits. Plain numbers in,
+no configuration object: this module knows mechanisms, never methods (the errors name ``method.noise_multiplier``,
+the key every method gives its noise under).
 """
 
 from __future__ import annotations
@@ -54,12 +59,13 @@ class SubsampledGaussian:
 
 @dataclass(frozen=True)
 class OneShotGaussian:
-    """One full-batch Gaussian release at ``noise_multiplier`` (calibrated by the method, whose sensitivity it is),
-    then post-processing: no per-step cost and no budget stop. ``calibrated``: whether the method solved the noise
-    for the budget (the report says which)."""
+    """One full-batch Gaussian release of noise std ``noise_multiplier`` x ``sensitivity`` (the method's, under its
+    neighbouring relation), then post-processing: no per-step cost and no budget stop. ``noise_multiplier`` None:
+    :func:`make_ledger` calibrates it to the budget; a given one is refused there when it spends more than the
+    budget. ``calibrated``: the method solved the given noise for the budget itself (the report says so)."""
 
-    noise_multiplier: float
-    calibrated: bool = True
+    noise_multiplier: Optional[float] = None
+    calibrated: bool = False
     sensitivity: float = 1.0
     label: str = ""
 
@@ -113,11 +119,104 @@ def accountant_for(requested: str, sampling: str) -> Tuple[str, Optional[str]]:
                    "tightest valid accountant here")
 
 
+#: why a one-shot release is calibrated and charged by dp-accounting's PLD whatever privacy.accountant says (the
+#: reports state it)
+ONE_SHOT_REASON = ("one Gaussian release of the whole set (sample rate 1), no subsampling or composition: its "
+                   "privacy loss distribution is the same under add/remove and replace-one (the relation sets only "
+                   "the sensitivity, which the method supplies), so dp-accounting's PLD of one Gaussian, exact for it "
+                   "up to its discretisation (the analytic Gaussian mechanism of Balle & Wang 2018), is valid and the "
+                   "tightest; privacy.accountant applies to the subsampled-Gaussian ledgers")
+
+
+def one_shot_epsilon(noise_multiplier: float, delta: float) -> float:
+    """Epsilon of one Gaussian release at ``noise_multiplier``: dp-accounting's PLD of one GaussianDpEvent, what a
+    one-shot ledger charges (within 1e-8 of the analytic Gaussian mechanism's exact value at z 0.5 to 4)."""
+    from dpgen.privacy.accountants import pld_epsilon
+
+    return pld_epsilon(((float(noise_multiplier), 1.0, 1),), float(delta))
+
+
+def one_shot_noise(epsilon: float, delta: float) -> float:
+    """The smallest noise multiplier (to PLD_EPSILON_TOL in epsilon, never above the budget) of one Gaussian
+    release within (``epsilon``, ``delta``). The search starts at the analytic Gaussian mechanism's root (Balle &
+    Wang 2018, exact for one release) just inside the budget, where the PLD agrees: one or two PLD calls."""
+    from dpgen.privacy.calibration import PLD_EPSILON_TOL, solve_noise
+    from dpgen.privacy.local import analytic_gaussian_sigma
+
+    tol = min(PLD_EPSILON_TOL, float(epsilon) / 2)
+    z0 = analytic_gaussian_sigma(float(epsilon) - tol / 2, float(delta))
+    return float(solve_noise(lambda z: one_shot_epsilon(z, delta), float(epsilon), z0, tol=tol))
+
+
+def _one_shot_ledger(m: OneShotGaussian, epsilon: float, delta: float, rel_tol: float,
+                     reason: Optional[str]) -> Ledger:
+    """The ledger of one full-batch release: its noise calibrated to the budget, or the given one checked."""
+    if m.noise_multiplier is None:
+        z = one_shot_noise(epsilon, delta)
+    else:
+        z = float(m.noise_multiplier)
+        if not z > 0 or not math.isfinite(z):
+            raise PrivacyParameterError(f"method.noise_multiplier={m.noise_multiplier!r} is invalid for "
+                                        f"{m.label or 'a one-shot release'}: give a positive number, or null to "
+                                        "calibrate it to privacy.epsilon")
+        spent = one_shot_epsilon(z, delta)
+        if spent > epsilon:
+            raise PrivacyParameterError(
+                f"method.noise_multiplier={z:g} spends epsilon {spent:.4g} > privacy.epsilon={epsilon:g} in the one "
+                f"release of {m.label or 'this one-shot mechanism'} (delta {delta:g}): raise it to at least "
+                f"{one_shot_noise(epsilon, delta):.4g}, or leave it null to calibrate it to the budget")
+    ledger = Ledger(epsilon=epsilon, delta=delta, sampling="without_replacement", sample_rate=1.0, prefix=(z,),
+                    rel_tol=rel_tol, accountant="pld", reason=reason or ONE_SHOT_REASON)
+    ledger.one_shot = True
+    ledger.calibrated = m.noise_multiplier is None or bool(m.calibrated)
+    return ledger
+
+
+def check_declared(ledger: Ledger, steps: int = 0) -> None:
+    """Refuse, before anything is trained or released, a ledger whose declared mechanism does not fit its budget.
+
+    ``steps``: the mechanism steps the run will charge (0 for a method whose steps are post-processing,
+    ``accounts_steps = False``). Refused: releases before training (a one-shot release among them) that alone
+    spend more than the budget; a one-shot ledger asked to charge steps; a per-step noise neither calibrated nor
+    given; a given noise with which not even one step fits (the run would train 0 steps). The planned
+    composition is checked, not the ledger's history: a resumed run whose budget is spent stops by its own rule."""
+    budget = ledger.epsilon_budget
+    if ledger.prefix:
+        spent = ledger.epsilon_of(1.0, 0)  # the releases before training only (no step: the noise is unused)
+        if spent > budget:
+            what = ("the one release alone spends" if ledger.one_shot else
+                    f"the releases before training (noise multipliers {list(ledger.prefix)}) alone spend")
+            raise PrivacyParameterError(
+                f"{what} epsilon {spent:.4g} > privacy.epsilon={budget:g}: raise their noise "
+                "(method.noise_multiplier of a one-shot release, method.center_noise_multiplier of DP-SWD's DP mean) "
+                "or the budget")
+    if int(steps) <= 0:
+        return
+    if ledger.one_shot:
+        raise PrivacyParameterError(
+            f"the ledger of a one-shot release charges no step, and the run asks it to charge {int(steps)}: a method "
+            "that declares a OneShotGaussian trains on its release only (post-processing): set accounts_steps = False "
+            "on its class")
+    z = ledger.noise_multiplier
+    if z is None:
+        raise PrivacyParameterError("the ledger's per-step noise multiplier was neither calibrated nor given: build "
+                                    "it with dpgen.privacy.mechanisms.make_ledger (dpgen.methods.base.ledger_for)")
+    first = ledger.epsilon_of(z, 1)
+    if first > budget:
+        raise PrivacyParameterError(
+            f"method.noise_multiplier={z:g}: even one step spends epsilon {first:.4g} > privacy.epsilon={budget:g}"
+            + (" (with the releases before training)" if ledger.prefix else "")
+            + ", so the run would train 0 steps: raise the noise multiplier or the budget, or leave "
+            "method.noise_multiplier null to calibrate it to the run's steps")
+
+
 def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: int = 0, accountant: str = "auto",
                 rel_tol: float = 1e-3, reason: Optional[str] = None) -> Ledger:
     """The calibrated ledger of ``mechanism`` under (``epsilon``, ``delta``) for a run of ``steps`` steps
     (:class:`ProjectedGaussian`: its own steps, and the RDP share of ``delta``, the directions' bound taking the
-    rest: :func:`projected_calibration`)."""
+    rest: :func:`projected_calibration`; :class:`OneShotGaussian`: one release, ``steps`` and ``accountant``
+    unused, :data:`ONE_SHOT_REASON`). A given noise whose one-shot release or releases before training do not fit
+    the budget is refused (:func:`check_declared`; a run also calls it with its steps)."""
     if isinstance(mechanism, ProjectedGaussian):
         from dpgen.privacy.projection import split_delta
 
@@ -127,10 +226,7 @@ def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: in
         return make_ledger(sub, epsilon=epsilon, delta=delta_rdp, steps=mechanism.steps, accountant=accountant,
                            rel_tol=rel_tol, reason=reason)
     if isinstance(mechanism, OneShotGaussian):
-        ledger = Ledger(epsilon=epsilon, delta=delta, sampling="without_replacement", sample_rate=1.0,
-                        prefix=(float(mechanism.noise_multiplier),), rel_tol=rel_tol, accountant="rdp", reason=reason)
-        ledger.calibrated = bool(mechanism.calibrated)
-        return ledger
+        return _one_shot_ledger(mechanism, float(epsilon), float(delta), rel_tol, reason)
     if not isinstance(mechanism, SubsampledGaussian):
         raise TypeError(f"make_ledger: {mechanism!r} is not a mechanism this library accounts "
                         "(SubsampledGaussian or OneShotGaussian)")
@@ -143,6 +239,9 @@ def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: in
         ledger.calibrate(int(steps))
     else:
         ledger.use_noise(float(mechanism.noise_multiplier))
+        # its releases before training fit the budget; whether a step fits is the run's question (a report may
+        # account a noise that allows none): check_declared(ledger, steps) before it trains
+        check_declared(ledger)
     return ledger
 
 
@@ -174,5 +273,6 @@ def projected_calibration(mechanism: ProjectedGaussian, ledger: Ledger, delta: f
     return cal
 
 
-__all__ = ["LocalRelease", "Mechanism", "OneShotGaussian", "ProjectedGaussian", "SubsampledGaussian", "accountant_for",
-           "make_ledger", "projected_calibration"]
+__all__ = ["LocalRelease", "Mechanism", "ONE_SHOT_REASON", "OneShotGaussian", "ProjectedGaussian", "SubsampledGaussian",
+           "accountant_for", "check_declared", "make_ledger", "one_shot_epsilon", "one_shot_noise",
+           "projected_calibration"]

@@ -33,11 +33,16 @@ def test_releases_before_training_are_composed_first():
 
 
 def test_a_one_shot_release_is_one_full_batch_gaussian():
+    from dpgen.privacy.wdp import gaussian_dp_epsilon
+
     ledger = make_ledger(OneShotGaussian(2.0, calibrated=False), epsilon=10.0, delta=1e-5)
     assert ledger.prefix == (2.0,) and ledger.sample_rate == 1.0 and ledger.calibrated is False
-    assert ledger.epsilon_of(2.0, 0) == pytest.approx(
-        Ledger(epsilon=10.0, delta=1e-5, sampling="without_replacement", sample_rate=1.0, prefix=(2.0,),
-               accountant="rdp").epsilon_of(2.0, 0))
+    # issue 83: one Gaussian is charged its exact epsilon (dp-accounting's PLD = the analytic Gaussian mechanism,
+    # 1.9931 at z 2), no longer autodp's RDP bound of the same release (2.5243)
+    assert ledger.accountant_name == "pld" and ledger.one_shot
+    assert ledger.epsilon_of(2.0, 0) == pytest.approx(gaussian_dp_epsilon(2.0, 1e-5), abs=1e-6)
+    assert ledger.epsilon_of(2.0, 0) < Ledger(epsilon=10.0, delta=1e-5, sampling="without_replacement",
+                                              sample_rate=1.0, prefix=(2.0,), accountant="rdp").epsilon_of(2.0, 0)
 
 
 def test_what_cannot_be_built_is_refused():
