@@ -108,8 +108,13 @@ def labelled_grid(x: torch.Tensor, y: torch.Tensor, num_classes: int, per_class:
 
 def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device: str, files: Dict[str, str],
               privacy: Dict[str, Any]) -> Dict:
-    """``privacy``: the report recorded in the checkpoint whose weights were sampled (with its ``checkpoint_step``)."""
+    """``privacy``: the report recorded in the checkpoint whose weights were sampled (with its ``checkpoint_step``),
+    read through :class:`dpgen.privacy.report.PrivacyReport` (a private record without its epsilon or delta is
+    refused; a noise fact it does not state is null, never 0)."""
+    from dpgen.privacy.report import PrivacyReport
+
     p = privacy
+    rep = PrivacyReport.of(p, metrics.get("method"))
     ds = metrics.get("downstream") or {}
     acc = {k: v.get("test_acc") for k, v in ds.items() if isinstance(v, dict) and "test_acc" in v and k != "class_mean"}
     fidelity = {k: metrics.get(k) for k in ("fid", "precision", "recall", "density", "coverage", "fid_protocol")
@@ -123,13 +128,15 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
         "what": "a synthetic data set sampled from a generator trained with dpgen; sampling is post-processing of "
                 "the generator, so the set carries the run's privacy guarantee and no more",
         "method": metrics.get("method"), "dataset": metrics.get("dataset"),
-        "private": bool(p.get("private")),
-        "epsilon_spent": p.get("epsilon_spent"), "delta": p.get("delta"),
-        "epsilon_budget": p.get("epsilon_budget"),
-        "accountant": p.get("accountant"),
-        "neighbouring_relation": p.get("neighbouring_relation"),
-        "guarantee_holds": p.get("guarantee_holds", bool(p.get("private"))),
-        "not_covered": p.get("not_covered"),
+        "private": rep.private,
+        "epsilon_spent": rep.epsilon if rep.private else "inf (not private)", "delta": rep.delta,
+        "epsilon_budget": rep.epsilon_budget,
+        "accountant": rep.accountant,
+        "neighbouring_relation": rep.relation,
+        # z (the Gaussian's std over the release's sensitivity) and that std in the released quantity's units
+        "noise_multiplier": rep.noise_multiplier, "noise_std": rep.noise_std,
+        "guarantee_holds": rep.guarantee_holds,
+        "not_covered": list(rep.not_covered),
         "privacy_source": (f"the privacy report recorded in the checkpoint whose weights were sampled (step "
                            f"{p.get('checkpoint_step')}), not a file beside it"),
         "training_steps": p.get("checkpoint_step"),
@@ -187,8 +194,12 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("method", sheet["method"]), ("private dataset", sheet["dataset"]),
         ("epsilon spent", f"{eps:.4f}" if isinstance(eps, (int, float)) else eps),
         ("delta", sheet["delta"]), ("budget", sheet["epsilon_budget"]), ("accountant", sheet["accountant"]),
+        ("noise multiplier / noise std", " / ".join("n/a" if sheet.get(k) is None else f"{sheet[k]:.4g}"
+                                                    for k in ("noise_multiplier", "noise_std"))),
         ("neighbouring relation", sheet["neighbouring_relation"]),
-        ("guarantee holds", sheet["guarantee_holds"]), ("not covered", sheet["not_covered"]),
+        ("guarantee holds", sheet["guarantee_holds"]),
+        ("not covered", "; ".join(sheet["not_covered"]) if isinstance(sheet["not_covered"], list)
+         else sheet["not_covered"]),
         ("training steps", sheet["training_steps"]),
         ("samples", f"{sheet['n']:,} of shape {tuple(sheet['shape'])}, {sheet['num_classes']} classes ({sheet['labels']})"),
         ("sampling seed / device", f"{sheet['seed']} / {sheet['device']}"),

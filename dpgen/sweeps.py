@@ -22,6 +22,8 @@ try:  # hydra is a dependency; the import stays optional so that `dpgen collect`
 except ImportError:  # pragma: no cover
     Callback = object
 
+from dpgen.privacy.report import PrivacyReport
+
 SUMMARY = "sweep_summary"
 
 
@@ -52,7 +54,8 @@ def headline(rec: Dict[str, Any]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     task = rec.get("task")
     if task == "accounting":
-        for k in ("epsilon", "epsilon_reached", "calibrated_noise_multiplier", "noise_multiplier", "sigma"):
+        for k in ("epsilon", "epsilon_reached", "calibrated_noise_multiplier", "noise_multiplier", "noise_std",
+                  "sigma"):  # task=accounting's sigma: DP-SWD's noise std z sqrt(w), as its paper names it
             if isinstance(rec.get(k), (int, float)):
                 out[k] = rec[k]
         return out
@@ -82,8 +85,14 @@ def job_row(job: Path, sweep: Path) -> Dict[str, Any]:
         p = rec.privacy or m.get("privacy") or {}
         stop = str(m.get("stop_reason", "completed"))
         row["status"] = "done" if stop == "completed" else f"done ({stop})"
-        eps = p.get("epsilon_spent", m.get("epsilon", m.get("epsilon_reached")))
-        row["epsilon"] = eps if isinstance(eps, (int, float)) else None
+        if p:  # a training run's report, typed: a private one without its epsilon or delta is refused, not read as 0
+            rep = PrivacyReport.of(p, m.get("method"))
+            cells = rep.cells()  # epsilon "inf" when not private; noise "n/a" when the report does not state it
+            row["epsilon"] = cells.pop("epsilon_spent")
+            row.update(cells)
+        else:  # task=accounting's record: what the settings would spend
+            eps = m.get("epsilon", m.get("epsilon_reached"))
+            row["epsilon"] = eps if isinstance(eps, (int, float)) else None
         row["steps"] = m.get("steps")
         row.update(headline(m))
         row["wall_s"] = m.get("wall_seconds", m.get("train_seconds"))

@@ -42,6 +42,8 @@ def test_the_toy_method_of_extending_md_trains_and_reports_its_ledger(tmp_path):
     assert p["private_steps"] == 20 and 9.0 < p["epsilon_spent"] <= 10.0  # calibrated to the budget
     assert p["neighbouring_relation"].startswith("replace one")
     assert p["clip"] == 0.5  # the method's own setting, from its YAML through its Settings dataclass
+    # both noise facts (issue 83): the std of the released mean is z x its sensitivity 2C/B
+    assert p["noise_std"] == pytest.approx(p["noise_multiplier"] * p["sensitivity"]) and "sigma" not in p
     assert p["epsilon_cross_check"]["wang_wor"] > 0
     assert json.loads((tmp_path / "run" / "checkpoints" / "ledger.json").read_text())["steps"] == 20
     assert "loss" in json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -112,7 +114,8 @@ def test_the_yaml_table_of_extending_md_runs_with_no_python(tmp_path):
     rows = _run_table_block(tmp_path, {"tables/eps_budgets.yaml", "run_yaml_table.sh"}, "run_yaml_table.sh",
                             "yaml_out", "eps_budgets")
     assert [(r["cell"], r["runs"]) for r in rows] == [("epsilon 3", "2"), ("epsilon 10", "2")]
-    assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
+    for k in ("noise_multiplier", "noise_std"):  # the typed report's two noise facts (issue 83: not one sigma)
+        assert float(rows[0][k]) > float(rows[1][k]) > 0  # less budget, more noise
     assert float(rows[0]["epsilon_spent"]) <= 3 and float(rows[1]["epsilon_spent"]) <= 10
     assert all(r["status"] == "ok" and float(r["class_mean"]) > 0 for r in rows)
     runs = tmp_path / "yaml_out" / "runs" / "eps_budgets" / "smoke"
@@ -124,7 +127,8 @@ def test_the_toy_table_of_extending_md_writes_one_run_folder_per_cell(tmp_path):
                             "eps_sweep")
     out = tmp_path / "out"
     assert [r["epsilon"] for r in rows] == ["3", "10"] and [r["runs"] for r in rows] == ["2", "2"]
-    assert float(rows[0]["sigma"]) > float(rows[1]["sigma"])  # less budget, more noise
+    for k in ("noise_multiplier", "noise_std"):  # the typed report's two noise facts (issue 83: not one sigma)
+        assert float(rows[0][k]) > float(rows[1][k]) > 0  # less budget, more noise
     for r in rows:
         assert float(r["epsilon_spent"]) <= float(r["epsilon"]) and r["status"] == "ok"
     for eps in (3, 10):

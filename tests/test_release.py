@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dpgen import release
+from dpgen.privacy.report import PrivacyReport
 
 QUICK = ["dataset=digits", "trainer.steps=60", "task.n_synthetic=2000", "task.eval_models=[logreg,mlp]",
          "task.eval_max_epochs=5", "trainer.progress=false"]
@@ -45,7 +46,9 @@ def test_sample_then_evaluate_gives_the_training_time_accuracy(run_cli, monkeypa
     sheet = json.loads((rel / "datasheet.json").read_text())
     p = trained["privacy"]
     assert sheet["epsilon_spent"] == p["epsilon_spent"] and sheet["delta"] == p["delta"]
-    assert sheet["neighbouring_relation"] == p["neighbouring_relation"] and sheet["not_covered"] == p["not_covered"]
+    assert sheet["neighbouring_relation"] == p["neighbouring_relation"]
+    assert sheet["not_covered"] == list(PrivacyReport.of(p, "dpsinkhorn").not_covered)  # the typed report's list
+    assert (sheet["noise_multiplier"], sheet["noise_std"]) == (p["noise_multiplier"], p["noise_std"])
     assert sheet["accountant"] == p["accountant"] and sheet["method"] == "dpsinkhorn"
     assert len(sheet["checkpoint_sha256"]) == 64 and sheet["is_the_training_time_evaluation_set"]
     md = (rel / "DATASHEET.md").read_text()

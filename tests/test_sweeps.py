@@ -94,13 +94,15 @@ def test_collect_rebuilds_the_summary(tmp_path, capsys):
         (sweep / str(num) / ".hydra").mkdir(parents=True)
         (sweep / str(num) / ".hydra" / "overrides.yaml").write_text(f"- {ov}\n")
     (sweep / "0" / "metrics.json").write_text(json.dumps(
-        {"task": "generation", "stop_reason": "completed", "steps": 10, "privacy": {"epsilon_spent": 0.99},
+        {"task": "generation", "stop_reason": "completed", "steps": 10,
+         "privacy": {"private": True, "epsilon_spent": 0.99, "delta": 1e-5, "noise_multiplier": 1.1},
          "downstream": {"logreg": {"test_acc": 50.0}}, "train_seconds": 3.0}))
     (sweep / "1" / "checkpoints").mkdir()
     (sweep / "1" / "checkpoints" / "ledger.json").write_text(json.dumps({"steps": 7}))
     assert sweeps.main([str(sweep)]) == 0
     rows = {r["job"]: r for r in sweeps.collect(sweep)}
     assert rows["0"]["status"] == "done" and rows["0"]["epsilon"] == 0.99 and rows["0"]["logreg_acc"] == 50.0
+    assert rows["0"]["noise_multiplier"] == 1.1 and rows["0"]["noise_std"] == "n/a"  # typed: never a guessed 0
     assert rows["1"]["status"].startswith("interrupted (ledger at 7 steps)")
     assert rows["2"]["status"].startswith("failed")
     assert (sweep / "sweep_summary.csv").is_file() and (sweep / "sweep_summary.md").is_file()

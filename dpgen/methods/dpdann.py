@@ -205,7 +205,8 @@ class DPDANN(DANN):
             **self.ledger.report(),
             "delta": self.delta,
             "clip": self.clip,
-            "sigma": self.noise_multiplier * self.clip,
+            "sensitivity": self.clip,  # add/remove one target record moves the clipped sum by <= C
+            "noise_std": self.noise_multiplier * self.clip,
             "bound": f"per-sample clipping at C = {self.clip}",
             "per_sample_impl": {"ghost": "opacus fast gradient clipping (ghost norms)",
                                 "func": "torch.func vmap + grad", "opacus": "opacus GradSampleModule"}[self.per_sample],

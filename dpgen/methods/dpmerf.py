@@ -333,7 +333,7 @@ class DPMERF(GenerativeMethod):
             "delta": self.delta,
             "noise_multiplier": self.noise_multiplier,
             "sensitivity": self.sensitivity,
-            "sigma": self.noise_std,  # the release's noise std, z 2 / n
+            "noise_std": self.noise_std,  # the release's noise std, z 2 / n
             "epsilon_analytic_gaussian": gaussian_dp_epsilon(self.noise_multiplier, self.delta),
             "depends_on_steps": False,
             "max_steps_in_budget": None,

@@ -516,7 +516,7 @@ class DPSGD(Method):
                             f"({self.ledger_name}) epsilon is data-independent; the test accuracy reads the public "
                             "test split"),
             "epsilon_budget": self.epsilon_budget, "epsilon_spent": self.epsilon(), "delta": delta,
-            "sigma": self.noise_std,
+            "sensitivity": self.clip,  # add/remove one record moves the clipped sum by <= C: noise_std = z C
             "pair_examples": self.pair_examples if self.pairwise else None,
             "pairs_per_step": self.pair_examples * (self.pair_examples - 1) // 2 if self.pairwise else None,
             "accountants": {a: {"framework": FRAMEWORK[a], "epsilon": e, "delta": self.deltas[a],

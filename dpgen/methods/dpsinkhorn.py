@@ -338,8 +338,7 @@ class _PrivateMixin:
             "delta": self.delta,
             "clip": self.mechanism.clip,
             "noise_std": self.mechanism.noise_std,
-            "sensitivity": self.mechanism.sensitivity,
-            "sigma": self.noise_multiplier,
+            "sensitivity": self.mechanism.sensitivity,  # noise_std = noise_multiplier (the ledger's) x sensitivity
             **({} if self.accountant_sampling == "poisson" else {"neighbouring_relation": PARTITION_RELATION}),
             "not_covered": ("the loss values (computed from clean records: never published); anything the "
                             "run writes outside the generator, its samples and this report"

@@ -451,7 +451,8 @@ class DPSWDAccounting:
                                        "not needed (bound=frame holds surely)" if self.bound_name == "frame" else
                                        "no"),
             "delta_rdp": self.delta_rdp,
-            "sigma": self.sigma,
+            "noise_std": self.sigma,  # z sqrt(w), the std on each projection
+            "sensitivity": math.sqrt(self.calibration["squared_sensitivity"]),
             "squared_sensitivity_bound": self.calibration["squared_sensitivity"],
             "bound": self.calibration["bound"],
             "convention": self.calibration["convention"],

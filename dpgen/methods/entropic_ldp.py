@@ -335,6 +335,10 @@ class EntropicLDP(GenerativeMethod):
             "epsilon_spent": self.epsilon_budget,
             "delta": self.delta,
             "noise_scale": self.noise_scale,
+            # the Gaussian's std and z = std / D (D = 2r or r); a Laplace mechanism has neither (its scale is b)
+            "noise_std": self.noise_scale if self.mechanism == "gaussian" else None,
+            "noise_multiplier": (self.noise_scale / (2 * self.radius if self.sensitivity == "diameter" else self.radius)
+                                 if self.mechanism == "gaussian" else None),
             "radius": self.radius,
             "sensitivity": (f"{self.sensitivity}: {2 * self.radius if self.sensitivity == 'diameter' else self.radius}"
                             + (" (the paper's text; under LDP the true epsilon is then about twice the budget)"

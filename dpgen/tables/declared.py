@@ -17,7 +17,7 @@ default one does not fit: ``docs/EXTENDING.md`` "A table".
       - {name: epsilon 10, preset: null, overrides: [privacy.epsilon=10]}
     scales:                                # added to `common`; `seeds` / `runs` / `datasets` / `generations`
       smoke: {overrides: [trainer.epochs=null, trainer.steps=20], seeds: [0]}     # here replace the table's
-    columns: [cell, runs, logreg, logreg_std, class_mean, epsilon_spent, sigma, status]
+    columns: [cell, runs, logreg, logreg_std, class_mean, epsilon_spent, noise_multiplier, noise_std, status]
 
 A paper table uses more keys (``conf/table/dpsinkhorn_table1.yaml`` has them all):
 
@@ -69,8 +69,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import CONFIG_DIR
-from dpgen.tables.grid import (FIDELITY_NOTE, Cell, CellResult, add_grid_arguments, fidelity_cells, mean_std,
-                               metric_values, run_cells)
+from dpgen.privacy.report import PrivacyReport
+from dpgen.tables.grid import (FIDELITY_NOTE, PRIVACY_CELLS, Cell, CellResult, add_grid_arguments, fidelity_cells,
+                               mean_std, metric_values, run_cells)
 
 TABLE_DIR = CONFIG_DIR / "table"
 DEFAULT_EXTRACT = "dpgen.tables.declared.downstream_row"
@@ -251,7 +252,8 @@ def _budget(cell: Cell, data_root: Optional[str], common: Sequence[str]):
 
 def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     """The default extraction: per downstream classifier and the class-mean baseline mean / std over the seeds,
-    the spread ratio, FID / recall / coverage when measured, and the privacy of the last run (epsilon, sigma)."""
+    the spread ratio, FID / recall / coverage when measured, and the privacy of the last run (epsilon, noise
+    multiplier and noise std, read through :class:`dpgen.privacy.report.PrivacyReport`: n/a when not stated)."""
     row: Dict[str, Any] = {"runs": len(res.runs)}
     for k in (*ACCURACIES, "class_mean"):
         vals = [m["downstream"][k]["test_acc"] for m in res.runs
@@ -266,17 +268,14 @@ def downstream_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
         vals = [float(m[k]) for m in res.runs if isinstance(m.get(k), (int, float))]
         if vals:
             row[k], row[f"{k}_std"] = mean_std(vals, 2 if k == "fid" else 3)
-    p = (res.last or {}).get("privacy") or {}
-    if p.get("private"):
-        row.update(epsilon_spent=round(float(p["epsilon_spent"]), 4), sigma=round(float(p.get("sigma", 0.0)), 4))
-    elif res.last:
-        row["epsilon_spent"] = "inf"
+    if res.last:  # the typed report: a private report without epsilon_spent is refused, a noise fact not stated is n/a
+        row.update(PrivacyReport.of(res.last.get("privacy") or {"private": False}, res.last.get("method")).cells())
     return row
 
 
 def generation_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
     """The extraction of a one-run cell with ``generations``: the run's result (mean / std over its generations
-    of each metric, the run's epsilon and sigma: :func:`dpgen.tables.grid.evaluate_run`)."""
+    of each metric, the run's epsilon, noise multiplier and noise std: :func:`dpgen.tables.grid.evaluate_run`)."""
     return {k: v for k, v in (res.last or {}).items() if not k.endswith("_values")}
 
 
@@ -293,11 +292,14 @@ def fid_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _privacy_facts(m: Dict[str, Any]) -> Dict[str, Any]:
-    if "privacy" in m:  # a run's metrics.json
-        p = m["privacy"]
-        return {"epsilon_spent": round(p.get("epsilon_spent", 0.0), 4), "sigma": round(p.get("sigma", 0.0), 4)}
-    eps = m.get("epsilon_spent")  # evaluate_run's result ("inf" for a non-private run)
-    return {"epsilon_spent": 0.0 if eps == "inf" else eps, "sigma": m.get("sigma", 0.0)}
+    if "privacy" in m:  # a run's metrics.json, read through the typed report
+        return PrivacyReport.of(m["privacy"], m.get("method")).cells()
+    # evaluate_run's result: the same cells, already written from the typed report ("inf" when not private)
+    missing = [k for k in PRIVACY_CELLS if k not in m]
+    if missing:
+        raise ValueError(f"the run's result has no {', '.join(missing)}: it was written by dpgen before issue 83; "
+                         "run the table again with --force (or delete the run's result file) to evaluate it again")
+    return {k: m[k] for k in PRIVACY_CELLS}
 
 
 def pooled_row(res: CellResult, cell: Dict[str, Any]) -> Dict[str, Any]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from dpgen.privacy.report import PrivacyReport
 from dpgen.tables.grid import mean_std
 
 
 def da_row(res, cell: Dict[str, Any]) -> Dict[str, Any]:
     """A cell's target accuracy (mean / std over its runs), its runs' mean wall time and the last run's privacy
-    (epsilon spent, delta, sigma, bound, how target rows were bounded) and speed."""
+    (epsilon spent, delta, noise multiplier and noise std, bound, how target rows were bounded) and speed."""
     row: Dict[str, Any] = {"runs": len(res.runs)}
     if not res.runs:
         return row
@@ -20,10 +21,10 @@ def da_row(res, cell: Dict[str, Any]) -> Dict[str, Any]:
     row["wall_s_per_run"] = round(res.wall_s / len(res.runs), 1)
     m = res.last
     p = m["privacy"]
+    rep = PrivacyReport.of(p, m.get("method"))  # no sigma: it meant the std here and the multiplier elsewhere
     row.update(steps=m["steps"], epochs=m.get("epochs"), steps_per_s=m.get("steps_per_second"))
-    if p.get("private"):
-        row.update(epsilon_spent=round(p["epsilon_spent"], 4), delta=p["delta"], sigma=round(p["sigma"], 4),
-                   bound=p["bound"], row_bound=p["row_bound"].split(":")[0])
+    if rep.private:
+        row.update(**rep.cells(), delta=rep.delta, bound=p["bound"], row_bound=p["row_bound"].split(":")[0])
     return row
 
 

@@ -93,6 +93,9 @@ def mean_std(values: Sequence[float], nd: int = 2):
 
 
 
+#: the privacy columns of a run's table result (:meth:`dpgen.privacy.report.PrivacyReport.cells`)
+PRIVACY_CELLS = ("epsilon_spent", "noise_multiplier", "noise_std")
+
 #: a cell's table result beside its run when the table evaluates several generations (train + every
 #: generation's evaluation), read when the table runs again
 RESULT_FILE = "table_result.json"  # removed with GENERATIONS_DIR when the run trains again (run_record)
@@ -222,12 +225,13 @@ class _Generations:
 
     def summary(self, m: Dict) -> Dict[str, Any]:
         """The row: the run's facts (``m``: its metrics.json) and mean / std / values of each metric."""
-        private = bool(m["privacy"].get("private"))
+        from dpgen.privacy.report import PrivacyReport
+
         per_gen = self.per_gen
         out = {"steps": m["steps"], "stop_reason": m["stop_reason"], "wall_s": round(self.wall, 1),
                "train_s": m["train_seconds"], "steps_per_s": round(m["steps"] / max(m["train_seconds"], 1e-9), 3),
-               "epsilon_spent": round(float(m["privacy"].get("epsilon_spent", 0.0)), 4) if private else "inf",
-               "sigma": round(float(m["privacy"].get("sigma", 0.0)), 4) if private else 0.0,
+               # epsilon ("inf" when not private), noise multiplier and noise std ("n/a" when not stated)
+               **PrivacyReport.of(m["privacy"], m.get("method")).cells(),
                "generations": max(len(v) for v in per_gen.values()) if any(per_gen.values()) else 0}
         for k, v in per_gen.items():
             out[k], std = mean_std(v, 2 if k in ("fid", "class_mean", "logreg", "mlp", "cnn") else 4)
@@ -302,8 +306,9 @@ def evaluate_run(cfg, run_dir: Path, generations: int, reuse: bool = True) -> Di
 
 def generations_done(generations: int) -> Callable[[Dict[str, Any]], bool]:
     """``run_cell``'s ``complete`` for a table of ``generations`` generations: a finished result that holds fewer
-    is extended (its generations are read back, the new ones evaluated)."""
-    return lambda m: int(m.get("generations") or 0) >= generations
+    is extended (its generations are read back, the new ones evaluated); one written before its privacy cells
+    (:data:`PRIVACY_CELLS`) is summarised again from its saved generations."""
+    return lambda m: int(m.get("generations") or 0) >= generations and all(k in m for k in PRIVACY_CELLS)
 
 
 def skip_reason(err: BaseException, limit: int = 300) -> str:

@@ -9,21 +9,25 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
+from dpgen.privacy.report import PrivacyReport
+
 #: the run's accountant -> the table's column suffix
 ACC_KEY = {"moments": "DP", "bdp": "BDP", "wdp": "WDP"}
 
 
 def wdp_row(res, cell: Dict[str, Any]) -> Dict[str, Any]:
     """A cell's columns: the non-private run's accuracy, or the private run's accuracy, epsilons, attack
-    probabilities, sigma, steps and per-step timings."""
+    probabilities, noise multiplier (the paper's sigma) and noise std (sigma C), steps and per-step timings."""
     m = res.last
     if m is None:
         return {}
     if cell.get("role") == "nonprivate":
         return {"nonprivate_acc": round(m["test_acc"], 2)}
     p, tm = m["privacy"], m["timing_ms_per_step"]
+    rep = PrivacyReport.of(p, m.get("method"))
     ov = tm.get("overhead_vs_dpsgd_percent", {})
-    row = {"private_acc": round(m["test_acc"], 2), "sigma": round(p["noise_multiplier"], 4), "steps": m["steps"],
+    row = {"private_acc": round(m["test_acc"], 2), "noise_multiplier": rep.cells()["noise_multiplier"],
+           "noise_std": rep.cells()["noise_std"], "steps": m["steps"],
            "epochs": m["epochs"], "ms_per_step_dpsgd": tm.get("sgd"), "overhead_bdp_pct": ov.get("bdp"),
            "overhead_wdp_pct": ov.get("wdp")}
     for a, k in ACC_KEY.items():

@@ -149,10 +149,13 @@ class DomainAdaptationTask(Task):
               f"({m['stop_reason']}), {m['train_seconds']:.1f} s on {m['device']}")
         print(f"  target accuracy {m['target_acc']:.2f}% (source {m['source_acc']:.2f}%; the target accuracy reads "
               "the private target labels: not private)")
-        if p.get("private"):
-            print(f"  privacy (target only): epsilon spent {p['epsilon_spent']:.4f} of {p['epsilon_budget']} at "
-                  f"delta {p['delta']:.3g}; sigma {p['sigma']:.4g}; {p['bound']}; {p['neighbouring_relation']}; "
-                  f"guarantee holds: {p['guarantee_holds']}")
+        from dpgen.privacy.report import PrivacyReport
+
+        rep = PrivacyReport.of(p, m.get("method"))  # a private report without epsilon_spent or delta is refused
+        if rep.private:
+            print(f"  privacy (target only): epsilon spent {rep.epsilon:.4f} of {p['epsilon_budget']} at "
+                  f"delta {rep.delta:.3g}; {rep.noise_text()}; {p['bound']}; {rep.relation}; "
+                  f"guarantee holds: {rep.guarantee_holds}")
         else:
             print("  privacy: none (non-private baseline)")
         print(f"  files: {out / 'metrics.json'}")

@@ -150,7 +150,10 @@ class GenerationTask(Task):
                 save_grid(xg, output_dir / "samples.png", nrow=k or 8)
                 m["samples_png"] = str(output_dir / "samples.png")
         if cfg.task.eval_models:
+        from dpgen.privacy.report import PrivacyReport
+
             m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
+        rep = PrivacyReport.of(p, m.get("method"))  # a private report without epsilon_spent or delta is refused
         elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 2,000 samples)
             m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
         if self.fid_on:
@@ -165,18 +168,17 @@ class GenerationTask(Task):
         p = m["privacy"]
         print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
               f"{m['train_seconds']:.1f} s training on {m['device']}")
-        if p.get("private") and "noise_scale" in p:  # a local mechanism (entropic_ldp): one release, per record
-            print(f"  privacy: ({p['epsilon_spent']:g}, {p['delta']:.3g})-LDP per record, {p['mechanism']}; "
+        if rep.private and "noise_scale" in p:  # a local mechanism (entropic_ldp): one release, per record
+            print(f"  privacy: ({rep.epsilon:g}, {rep.delta:.3g})-LDP per record, {p['mechanism']}; "
                   "independent of the training steps (Remark 1)")
-        elif p.get("private"):
+        elif rep.private:
+            q = f"q={rep.sample_rate:.4g}" if rep.sample_rate is not None else "q not stated"
             detail = (f"{p['bound']} bound, k={p['k']}, rows: {p['row_bound']}" if "bound" in p else
                       "one release before training, the steps are post-processing" if p.get("depends_on_steps") is False
-                      else f"{p.get('sampling', '')} sampling, q={p.get('sample_rate', float('nan')):.4g}")
-            z = p.get("noise_multiplier")
-            noise = (f"noise multiplier {z:.4g}" if isinstance(z, (int, float)) else
-                     f"sigma {p['sigma']:.4g}" if isinstance(p.get("sigma"), (int, float)) else "noise: see metrics.json")
-            print(f"  privacy: epsilon spent {p['epsilon_spent']:.4f} of {p.get('epsilon_budget', 'n/a')} at delta "
-                  f"{p['delta']:.3g} ({noise}, {detail})")
+                      else f"{p.get('sampling', '')} sampling, {q}")
+            budget = f"{rep.epsilon_budget:g}" if rep.epsilon_budget is not None else "n/a"
+            print(f"  privacy: epsilon spent {rep.epsilon:.4f} of {budget} at delta {rep.delta:.3g} "
+                  f"({rep.noise_text()}, {detail})")
             check = p.get("cross_check") or {}
             if check.get("passed") is not None:  # the charged epsilon is the one above; the others only check it
                 others = ", ".join(f"{k} {v:.4f}" for k, v in (p.get("epsilon_cross_check") or {}).items())

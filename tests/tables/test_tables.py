@@ -169,7 +169,8 @@ def test_dpswd_generation_table_evaluates_more_generations_of_a_finished_run(out
     assert three["mlp"] == pytest.approx(statistics.mean(mlp), abs=0.01)
     assert three["mlp_std"] == pytest.approx(statistics.stdev(mlp), abs=0.01)
     # the privacy facts are the trained run's: sampling more is post-processing and charges nothing
-    assert three["epsilon_spent"] == first["epsilon_spent"] and three["sigma"] == first["sigma"] > 0
+    assert three["epsilon_spent"] == first["epsilon_spent"]
+    assert three["noise_multiplier"] == first["noise_multiplier"] > 0 and three["noise_std"] == first["noise_std"] > 0
     assert sorted(p.name for p in (run / GENERATIONS_DIR).iterdir()) == ["0.json", "1.json", "2.json"]
     calls.clear()
     (again,) = _table2(generations=3, **kw)
@@ -190,7 +191,7 @@ def test_a_resumed_cells_wall_time_counts_every_sitting(tmp_path, monkeypatch):
     from dpgen.tables.grid import RESULT_FILE, evaluate_run
 
     m = {"steps": 60000, "stop_reason": "completed", "train_seconds": 2000.0, "wall_seconds": 2070.0,
-         "privacy": {"private": True, "epsilon_spent": 9.99, "sigma": 2.0},
+         "privacy": {"private": True, "epsilon_spent": 9.99, "delta": 1e-5, "noise_multiplier": 2.0},
          "downstream": {"logreg": {"test_acc": 10.0}}}
     monkeypatch.setattr(dpgen.tasks, "run", lambda cfg, out: dict(m))  # the resumed sitting returns at once
     out = evaluate_run({"seed": 0}, tmp_path / "run", generations=1)

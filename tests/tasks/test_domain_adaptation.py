@@ -129,7 +129,8 @@ def test_every_problem_preset_runs_one_step(experiment, da_root, tmp_path):
     saved = json.loads((tmp_path / "metrics.json").read_text())
     p = saved["privacy"]
     assert p["private"] and 0 < p["epsilon_spent"] <= cfg.privacy.epsilon and p["private_steps"] == 1
-    assert p["sigma"] > 0 and p["bound"] == "bernstein" and p["row_bound"].startswith("clip")
+    assert p["noise_std"] > 0 and p["bound"] == "bernstein" and p["row_bound"].startswith("clip")
+    assert p["noise_std"] == pytest.approx(p["noise_multiplier"] * p["sensitivity"]) and "sigma" not in p
     assert "target domain only" in p["protected_data"] and p["guarantee_holds"] is True
     assert p["delta"] <= cfg.privacy.delta * (1 + 1e-9)
 
@@ -154,7 +155,7 @@ def test_resume_with_more_steps_keeps_the_noise_and_the_budget(da_root, tmp_path
     """Audit finding 2 in the DA loop: a resume re-calibrated the noise for the new steps."""
     m1 = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=3"), tmp_path)
     m2 = run_task(_da_cfg("da_office31_dw", da_root, "trainer.steps=6", "resume=true"), tmp_path)
-    assert m2["privacy"]["sigma"] == m1["privacy"]["sigma"]
+    assert m2["privacy"]["noise_std"] == m1["privacy"]["noise_std"]
     assert m2["privacy"]["private_steps"] == m2["steps"] == 3
     assert m2 == m1  # the budget allows no more step: the finished run is left as it is (issue 52)
     with pytest.raises(ValueError, match="changed privacy settings.*method.target_grad"):
@@ -365,10 +366,10 @@ def test_da_table_fills_its_cells_and_collects_partial_runs(da_root, outputs_tmp
     dann, dpswd, frame = rows
     assert dann["epsilon"] == "inf" and dann["acc_paper"] == 86.2 and 0 <= dann["acc"] <= 100
     assert dann["problem"] == "U-M" and dann["method"] == "DANN"
-    assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["sigma"] > 0
+    assert 0 < dpswd["epsilon_spent"] <= 10 and dpswd["row_bound"] == "clip" and dpswd["noise_std"] > 0
     # dpgen's own column: the default mechanism (frame bound), beside the paper's DP-SWD number
     assert dpswd["bound"] == "bernstein" and frame["bound"] == "frame" and frame["acc_paper"] == 83.4
-    assert 0 < frame["epsilon_spent"] <= 10 and frame["sigma"] < dpswd["sigma"]
+    assert 0 < frame["epsilon_spent"] <= 10 and frame["noise_std"] < dpswd["noise_std"]
     run = declared.run_dir("dpswd_table1_domain_adaptation", "smoke", "dpswd", "um", 0, TINY_DA)
     assert run.parts[-4:] == ("da_um", "dpswd", "seed0") or run.parts[-3:] == ("da_um", "dpswd", "seed0")
     # a table's run folder says what ran, like python run.py's (the one loop writes it)
@@ -388,7 +389,7 @@ def test_da_figure_for_the_frame_bound_writes_its_own_files(da_root, outputs_tmp
     from dpgen.tables import declared
 
     rows = _da_table("dpswd_fig3_da_epsilon_dpswd_frame", datasets=["um"], data_root=str(da_root), extra=TINY_DA)
-    assert [r["status"] for r in rows] == ["ok", "ok"] and rows[0]["sigma"] > rows[1]["sigma"]
+    assert [r["status"] for r in rows] == ["ok", "ok"] and rows[0]["noise_std"] > rows[1]["noise_std"]
     eps3 = declared.run_dir("dpswd_fig3_da_epsilon_dpswd_frame", "smoke", "epsilon 3", "um", 0, TINY_DA)
     eps10 = declared.run_dir("dpswd_fig3_da_epsilon_dpswd_frame", "smoke", "epsilon 10", "um", 0, TINY_DA)
     assert eps3.parent.name == "dpswd_frame_eps3" and (eps3 / "metrics.json").exists()
