@@ -126,16 +126,18 @@ class DatasetConfig:
             raise ConfigError(f"dataset={name} reads your own data: give dataset.path=<"
                               f"{'folder of class sub-folders' if name == 'folder' else 'file.npz'}> "
                               "(README \"Your own data\")")
+        declared = {k: getattr(self, k) for k in spec.declared_options if getattr(self, k, None)}
+        classes = spec.classes_for({**declared, **dict(options or {})})
+        if classes is None and not self.num_classes and self.loader is None:
+            raise ConfigError(f"dataset={name} needs dataset.num_classes=K, the number of classes: a public fact you "
+                              "declare (it is never read from the private labels)")
         if spec.count_fn is not None and self.n_train == 0 and self.path:  # your own data, counted once
-            import sys
-
-            self.n_train = int(spec.count_fn(dict(options or {})))
+            # counted here, said by the run once its data and method are set up (dpgen.train.run): a run refused
+            # before then prints no count
+            self.n_train = int(spec.count_fn({**declared, **dict(options or {})}))
             self.n_train_counted = True
-            print(f"[dpgen] dataset={name}: dataset.n_train=0, so the training records at {self.path} were counted: "
-                  f"{self.n_train:,}, treated as public (it sets q = B / n; the report says so). Declare "
-                  f"dataset.n_train=<n> to fix it instead.", file=sys.stderr)
-        for key, value in (("shape", shape), ("num_classes", spec.classes_for(dict(options or {}))), ("dim", dim)):
-            if key == "num_classes" and self.loader is not None:
+        for key, value in (("shape", shape), ("num_classes", classes), ("dim", dim)):
+            if key == "num_classes" and (self.loader is not None or value is None):
                 continue  # a loader of one's own gives its class count (or dataset.num_classes does)
             given = getattr(self, key)
             if given in (None, 0) or (key == "shape" and len(given) == 0):

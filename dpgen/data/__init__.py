@@ -85,6 +85,9 @@ class DatasetSpec:
     #: the training record count as a function of the options, for ``dataset.n_train=0`` (counted once, treated as
     #: public: the run's report says so)
     count_fn: Optional[Callable[[dict], int]] = field(default=None, compare=False)
+    #: loader options a run's config declares as ``dataset.<key>`` (an npz's ``num_classes``: a public fact that
+    #: is never read from the records); :func:`load_split` hands them to the loader
+    declared_options: Tuple[str, ...] = ()
 
     def options(self) -> Dict[str, Any]:
         """The loader's options and their defaults."""
@@ -94,8 +97,12 @@ class DatasetSpec:
     def shape_for(self, options: Optional[dict] = None) -> Tuple[int, ...]:
         return tuple(self.shape_fn(options or {})) if self.shape_fn else tuple(self.shape)
 
-    def classes_for(self, options: Optional[dict] = None) -> int:
-        return int(self.classes_fn(options or {})) if self.classes_fn else int(self.num_classes)
+    def classes_for(self, options: Optional[dict] = None) -> Optional[int]:
+        """The class count for ``options``; None when the run's config must declare it (``dataset.num_classes``)."""
+        if not self.classes_fn:
+            return int(self.num_classes)
+        k = self.classes_fn(options or {})
+        return None if k is None else int(k)
 
 
 #: ``dataset=`` -> its :class:`DatasetSpec`. A new module of dpgen/data registers its own entry
@@ -222,6 +229,10 @@ def _load_split(dataset_cfg, split: str) -> Dataset:
     opts = dict(ds.options or {})
     if getattr(ds, "path", None):  # your own data (dataset=folder / npz); a duck-typed node may lack the key
         opts["path"] = ds.path
+    spec = DATASETS.get(ds.name) if not ds.loader else None
+    for key in (spec.declared_options if spec is not None else ()):
+        if opts.get(key) is None and getattr(ds, key, None):
+            opts[key] = getattr(ds, key)
     if ds.loader:
         from dpgen.utils.objects import import_object
 

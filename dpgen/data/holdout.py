@@ -1,6 +1,8 @@
-"""A validation split carved from the private training set by a public hash of each record (``dataset.validation``).
+"""Every split of private records: one salted per-record hash (``dataset.validation``, your own data's test part).
 
-Each record's part is decided by that record alone: a SHA-256 of a public salt, its label and its pixels, read as a
+:func:`held_out_mask` is the one function that splits private records, whoever asks: the validation split of
+``dataset.validation`` (salt :data:`SALT`) and the test part held out of your own data when it has none
+(:data:`TEST_SALT`, dpgen.data.own). Each record's part is decided by that record alone: a SHA-256 of a public salt, its label and its pixels, read as a
 number in [0, 1); records below ``fraction`` form the validation split, the others the training split. Adding or
 removing one record therefore changes one part and leaves every other record where it was, so a mechanism run on
 the training part and a mechanism run on the validation part compose in parallel under the add/remove relation:
@@ -22,8 +24,11 @@ import torch
 
 from dpgen.data.base import ArrayDataset
 
-#: the public salt of the hash (a new salt draws a new, equally valid partition)
+#: the public salt of the validation split's hash (a new salt draws a new, equally valid partition)
 SALT = b"dpgen-validation-v1"
+#: the public salt of the test part held out of your own data when it has no test split (dpgen.data.own): another
+#: salt than the validation split's, so that the two parts are drawn independently
+TEST_SALT = b"dpgen-own-test-v1"
 #: the splits ``load_split`` knows for a holdout
 PARTS = ("train", "validation")
 
@@ -41,17 +46,25 @@ def check_fraction(fraction) -> float:
     return f
 
 
-def record_positions(X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Each record's position in [0, 1): SHA-256 of (salt, label, float32 pixels), its first 8 bytes / 2**64."""
-    xs = X.detach().to("cpu", torch.float32).contiguous().numpy().reshape(len(X), -1)
-    ys = y.detach().to("cpu", torch.int64).numpy()
+def record_positions(X, y, salt: bytes = SALT) -> np.ndarray:
+    """Each record's position in [0, 1): SHA-256 of (salt, label, float32 pixels), its first 8 bytes / 2**64.
+    ``X``, ``y``: tensors or arrays of the records (a record's position depends on that record alone)."""
+    xs = (X.detach().to("cpu", torch.float32).contiguous().numpy() if isinstance(X, torch.Tensor) else
+          np.ascontiguousarray(X, dtype=np.float32)).reshape(len(X), -1)
+    ys = (y.detach().to("cpu", torch.int64).numpy() if isinstance(y, torch.Tensor) else np.asarray(y, np.int64))
     out = np.empty(len(xs), dtype=np.float64)
     for i in range(len(xs)):
-        h = hashlib.sha256(SALT)
+        h = hashlib.sha256(salt)
         h.update(int(ys[i]).to_bytes(8, "little", signed=True))
         h.update(xs[i].tobytes())
         out[i] = int.from_bytes(h.digest()[:8], "little") / 2.0 ** 64
     return out
+
+
+def held_out_mask(X, y, fraction: float, salt: bytes = SALT) -> np.ndarray:
+    """Which records fall in the held-out part (their hash position below ``fraction``): the one split of private
+    records. Adding or removing a record changes its own entry and no other."""
+    return record_positions(X, y, salt) < float(fraction)
 
 
 def holdout_part(ds, fraction: float, part: str) -> ArrayDataset:
@@ -63,7 +76,7 @@ def holdout_part(ds, fraction: float, part: str) -> ArrayDataset:
         raise ValueError(f"dataset.validation={fraction}: {getattr(ds, 'name', 'this dataset')} is read lazily, and "
                          "a validation split is carved from in-memory sets only: set dataset.validation=0")
     X, y = tensors
-    keep = record_positions(X, y) < fraction
+    keep = held_out_mask(X, y, fraction)
     if part == "train":
         keep = ~keep
     idx = torch.from_numpy(np.flatnonzero(keep))

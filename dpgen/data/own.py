@@ -6,15 +6,16 @@
 * ``npz``: arrays ``x`` (``[n, H, W]``, ``[n, H, W, C]`` or ``[n, C, H, W]``; uint8 0..255 or floats in [0, 1]) and
   ``y`` (integers 0..K-1), and ``x_test`` / ``y_test`` when the file has a test split.
 
-Without a test split, a fixed tenth of the records (``held_out``, drawn with ``seed``) is held out as the test split
-the downstream classifiers are scored on; the rest is the private training set. The test split, held out
-or given, is treated as public as the papers' test splits are: the accuracies measured on it leave the run and
-epsilon does not cover its records. The image size, channels and class
-count come from the data's public shape (the first image's size and mode, the class folders; for an npz, the arrays'
-shapes and ``dataset.num_classes``, else the largest training label + 1, which is then treated as public like a
-counted n); ``size=S`` resizes every image to S x S. The training
-record count sets q = B / n: ``dataset.n_train`` declares it, or 0 counts it once (the report says it is treated as
-public).
+Without a test split, a tenth of the records (``held_out``) is held out as the test split the downstream classifiers
+are scored on; the rest is the private training set. Which records are held out is decided per record, by the one
+salted hash every split of private records uses (dpgen.data.holdout.held_out_mask): adding or removing a record moves
+no other record between the parts. The test split, held out or given, is treated as public as the papers' test
+splits are: its records, its size and the accuracies measured on it leave the run, and epsilon does not cover them
+(the run's report says so under ``not_covered``, and so does a release's datasheet). The image size and channels come
+from the first image of a folder (its size and mode; the report lists this under ``not_covered``) or an npz's x shape,
+``size=S`` resizing every image to S x S; the class count from the class folders or, for an npz, the declared
+``dataset.num_classes`` (never the labels). The training record count sets q = B / n: ``dataset.n_train`` declares it,
+or 0 counts it once (the report says it is treated as public).
 
 Errors name the folder or file given and the fix, never a private record's name, size or count: ``python -m
 dpgen.data.own <dir or file>`` lists what cannot be read, for the data's owner to run outside any run.
@@ -74,11 +75,15 @@ def folder_layout(path: str) -> Tuple[Tuple[str, ...], Dict[str, Tuple[Tuple[str
     return tuple(classes), out
 
 
-def _held_out(n: int, held_out: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(train, test) indices: a fixed ``held_out`` part drawn with ``seed`` (public randomness) as the test split."""
-    perm = np.random.default_rng(seed).permutation(n)
-    k = max(1, int(round(held_out * n)))
-    return np.sort(perm[k:]), np.sort(perm[:k])
+def _not_held_out(X: np.ndarray, y: np.ndarray, held_out: float, split: str) -> np.ndarray:
+    """The records of ``split`` when the data have no test split: a record is in the held-out test part when its
+    salted hash (dpgen.data.holdout.held_out_mask, the one split of private records, with the test salt) falls
+    below ``held_out``; "train" is the rest. A record's part depends on that record alone: adding or removing one
+    moves no other record between the parts."""
+    from dpgen.data.holdout import TEST_SALT, held_out_mask
+
+    test = held_out_mask(X, y, float(held_out), TEST_SALT)
+    return np.flatnonzero(test if split == "test" else ~test)
 
 
 def _open(file: str, mode: Optional[str]):
@@ -96,15 +101,12 @@ def _open(file: str, mode: Optional[str]):
                          "or fix them") from None
 
 
-def _folder_arrays(path: str, split: str, size: Optional[int], held_out: float, seed: int):
+@lru_cache(maxsize=4)
+def _read_images(path: str, split: str, size: Optional[int]):
+    """(X float32 [n, C, H, W], y int64, classes) of every image of the ``split`` folder ("train": the training
+    folder, all of it); read once per run (cached): the held-out split needs every record's pixels."""
     classes, files = folder_layout(path)
-    pairs = files.get(split)
-    if pairs is None:  # no test folder: a held-out part of the training folder
-        train, test = _held_out(len(files["train"]), held_out, seed)
-        pairs = [files["train"][i] for i in (test if split == "test" else train)]
-    elif "test" not in files:
-        train, _ = _held_out(len(pairs), held_out, seed)
-        pairs = [pairs[i] for i in train]
+    pairs = files[split]
     first, mode = _open(pairs[0][0], None)
     want = (size, size) if size else first.size
     X = np.empty((len(pairs), 1 if mode == "L" else 3, want[1], want[0]), dtype=np.float32)
@@ -121,15 +123,28 @@ def _folder_arrays(path: str, split: str, size: Optional[int], held_out: float, 
         a = np.asarray(im, dtype=np.float32) / 255.0
         X[i] = a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
     y = np.array([label for _, label in pairs], dtype=np.int64)
+    X.setflags(write=False)
+    y.setflags(write=False)
     return X, y, len(classes)
 
 
+def _folder_arrays(path: str, split: str, size: Optional[int], held_out: float):
+    _, files = folder_layout(path)
+    if "test" in files:  # a test folder of its own: each split is its folder
+        return _read_images(path, split, size)
+    X, y, k = _read_images(path, "train", size)  # no test folder: a held-out part of the training folder
+    idx = _not_held_out(X, y, held_out, split)
+    return X[idx], y[idx], k
+
+
 def load_folder(root: Path, split: str = "train", download: bool = False, *, path: Optional[str] = None,
-                size: Optional[int] = None, held_out: float = HELD_OUT, seed: int = 0) -> ArrayDataset:
+                size: Optional[int] = None, held_out: float = HELD_OUT) -> ArrayDataset:
     """``dataset=folder``: class sub-folders of images (module text)."""
     check_split("folder", split)
-    X, y, k = _folder_arrays(str(_need_path(path, "folder")), split, int(size) if size else None, held_out, seed)
-    return ArrayDataset(torch.from_numpy(X), torch.from_numpy(y), name="folder", num_classes=k, split=split,
+    X, y, k = _folder_arrays(str(_need_path(path, "folder")), split, int(size) if size else None, _fraction(held_out))
+    # copies: the cached arrays stay as read
+    return ArrayDataset(torch.from_numpy(np.array(X)), torch.from_numpy(np.array(y)), name="folder", num_classes=k,
+                        split=split,
                         source=str(path))
 
 
@@ -148,15 +163,39 @@ def _npz(path: str) -> Dict[str, np.ndarray]:
     return arrays
 
 
+#: the smallest and largest image side an npz's x may have: an x whose sides fall outside was laid out wrongly
+#: (records not first, flattened images): its shape is refused at configuration time
+MIN_SIDE, MAX_SIDE = 4, 4096
+#: the most one side may exceed the other (a transposed [H, W, n] array reads as n = H images of W x n)
+MAX_RATIO = 8
+LAYOUTS = ("[n, H, W], [n, H, W, C] or [n, C, H, W] (n records first, C 1 or 3, H and W from {lo} to {hi}, neither "
+           "more than 8 times the other)")
+
+
+def npz_layout(shape, path: str) -> Tuple[str, int, int, int]:
+    """(layout "nhw" | "nhwc" | "nchw", C, H, W) of an npz's x of ``shape``, or a ValueError that names the rule
+    and the fix but no dimension (one of them may be the record count, which is private)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 3:
+        layout, (c, h, w) = "nhw", (1, *shape[1:])
+    elif len(shape) == 4 and shape[-1] in (1, 3) and shape[1] not in (1, 3):
+        layout, (h, w, c) = "nhwc", shape[1:]
+    elif len(shape) == 4 and shape[1] in (1, 3):
+        layout, (c, h, w) = "nchw", shape[1:]
+    else:
+        layout, c, h, w = "", 0, 0, 0
+    if not layout or not (MIN_SIDE <= h <= MAX_SIDE and MIN_SIDE <= w <= MAX_SIDE) or max(h, w) > MAX_RATIO * min(h, w):
+        raise ValueError(f"dataset.path={path}: x does not read as images: give {LAYOUTS.format(lo=MIN_SIDE, hi=MAX_SIDE)}"
+                         " (its shape is not printed: one of its dimensions may be the record count). A transposed "
+                         "array: x = x.transpose(2, 0, 1); flattened images: x = x.reshape(n, H, W). `python -m "
+                         "dpgen.data.own <file>` prints the shape for you, outside any run")
+    return layout, int(c), int(h), int(w)
+
+
 def _chw(x: np.ndarray, path: str) -> np.ndarray:
     """Images as float32 ``[n, C, H, W]`` in [0, 1]."""
-    if x.ndim == 3:
-        x = x[:, None]
-    elif x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
-        x = x.transpose(0, 3, 1, 2)
-    if x.ndim != 4 or x.shape[1] not in (1, 3):
-        raise ValueError(f"dataset.path={path}: x has shape [n, {', '.join(map(str, x.shape[1:]))}]: give [n, H, W], "
-                         "[n, H, W, C] or [n, C, H, W] with C 1 or 3")
+    layout = npz_layout(x.shape, path)[0]
+    x = x[:, None] if layout == "nhw" else x.transpose(0, 3, 1, 2) if layout == "nhwc" else x
     if x.dtype == np.uint8:
         return x.astype(np.float32) / 255.0
     x = x.astype(np.float32)
@@ -166,48 +205,69 @@ def _chw(x: np.ndarray, path: str) -> np.ndarray:
     return x
 
 
-def npz_classes(path: str, declared: Optional[int] = None) -> int:
-    """The class count: ``declared`` (dataset.num_classes), else the largest training label + 1 (treated as public)."""
-    y = _npz(str(path))["y"]
+def _labels(y, path: str) -> np.ndarray:
+    y = np.asarray(y)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"dataset.path={path}: y must be a 1-d array of integer labels 0..K-1")
-    k = int(declared) if declared else int(y.max()) + 1 if len(y) else 0
-    return k
+    return y
+
+
+def npz_classes(path: str, declared: Optional[int] = None) -> int:
+    """The class count: ``declared`` (dataset.num_classes), a public fact. Never read from the labels: the largest
+    private label is a value computed from the records (a record labelled 12 would make 13 classes)."""
+    if not declared:
+        raise ValueError(f"dataset=npz dataset.path={path}: declare the number of classes, dataset.num_classes=K (a "
+                         "public fact; it is not read from the labels, which are private)")
+    _labels(_npz(str(path))["y"], str(path))
+    return int(declared)
+
+
+@lru_cache(maxsize=4)
+def _npz_records(path: str, split: str, held_out: float):
+    """(x float32 [n, C, H, W] in [0, 1], y) of ``split``: x_test / y_test for "test" when the file has them, else
+    the part of x, y the per-record hash puts in ``split``. Read once per run (cached)."""
+    a = _npz(path)
+    if len(a["x"]) != len(a["y"]) or ("x_test" in a and len(a["x_test"]) != len(a.get("y_test", ()))):
+        raise ValueError(f"dataset.path={path}: x and y hold different numbers of records (the numbers are withheld: "
+                         "private): the labels must belong to the images")
+    if "x_test" in a and "y_test" in a:
+        x, y = (a["x"], a["y"]) if split == "train" else (a["x_test"], a["y_test"])
+        return _chw(np.asarray(x), path), _labels(y, path)
+    x, y = _chw(np.asarray(a["x"]), path), _labels(a["y"], path)
+    idx = _not_held_out(x, y, held_out, split)
+    return x[idx], y[idx]
 
 
 def load_npz(root: Path, split: str = "train", download: bool = False, *, path: Optional[str] = None,
-             size: Optional[int] = None, held_out: float = HELD_OUT, seed: int = 0,
+             size: Optional[int] = None, held_out: float = HELD_OUT,
              num_classes: Optional[int] = None) -> ArrayDataset:
-    """``dataset=npz``: arrays x, y (and x_test, y_test) of one file (module text)."""
+    """``dataset=npz``: arrays x, y (and x_test, y_test) of one file (module text). Labels outside 0..K-1 are not
+    refused here (a refusal would tell a set from the same set plus such a record): a private method gives such a
+    record a zero contribution (dpgen.utils.labels), a non-private run refuses them."""
     check_split("npz", split)
-    a = _npz(str(_need_path(path, "npz")))
+    path = str(_need_path(path, "npz"))
     k = npz_classes(path, num_classes)
-    if "x_test" in a and "y_test" in a:
-        x, y = (a["x"], a["y"]) if split == "train" else (a["x_test"], a["y_test"])
-    else:
-        train, test = _held_out(len(a["y"]), held_out, seed)
-        idx = test if split == "test" else train
-        x, y = a["x"][idx], a["y"][idx]
-    if len(x) != len(y):
-        raise ValueError(f"dataset.path={path}: x and y hold different numbers of records (the numbers are withheld: "
-                         "private): the labels must belong to the images")
-    y = np.asarray(y)
-    if not np.issubdtype(y.dtype, np.integer) or (len(y) and (y.min() < 0 or y.max() >= k)):
-        raise ValueError(f"dataset.path={path}: labels must be integers in 0..{k - 1} (K = {k} classes"
-                         f"{'' if num_classes else ': the largest training label + 1'}); some {split} labels are not "
-                         "(which, and how many, is withheld: private). Give dataset.num_classes=K, or fix the labels")
     if k < 2:
-        raise ValueError(f"dataset.path={path}: one class only: a conditional generator needs labels of two classes "
-                         "at least")
-    X = torch.from_numpy(_chw(np.asarray(x), str(path)))
+        raise ValueError(f"dataset.num_classes={k}: a conditional generator needs two classes at least")
+    x, y = _npz_records(path, split, _fraction(held_out))
+    X = torch.from_numpy(np.array(x, dtype=np.float32))  # a copy: the cached arrays stay as read
     X = resize_images(X, int(size) if size else None)
     return ArrayDataset(X, torch.from_numpy(y.astype(np.int64)), name="npz", num_classes=k, split=split,
-                        source=str(path))
+                        source=path)
+
+
+def _fraction(held_out) -> float:
+    f = float(HELD_OUT if held_out is None else held_out)
+    if not 0.0 < f < 1.0:
+        raise ValueError(f"dataset.options.held_out={held_out!r}: give the fraction of the records held out as the "
+                         "test split when the data have none, in (0, 1) (default 0.1)")
+    return f
 
 
 def own_shape(kind: str):
-    """The records' shape ``(C, H, W)`` from the options (``path``, ``size``): the first image's mode and size, or
-    the npz's x shape; with ``size``, S x S."""
+    """The records' shape ``(C, H, W)`` from the options (``path``, ``size``): a folder's first image's mode and
+    size (the report lists this under not_covered), an npz's x shape (checked: :func:`npz_layout`); with ``size``,
+    S x S."""
 
     def shape(opts: dict) -> Tuple[int, ...]:
         path, size = opts.get("path"), opts.get("size")
@@ -218,38 +278,54 @@ def own_shape(kind: str):
             im, mode = _open(files["train"][0][0], None)
             c, (w, h) = (1 if mode == "L" else 3), im.size
         else:
-            x = _npz(str(path))["x"]
-            c, h, w = _chw(x[:1], str(path)).shape[1:]
+            _, c, h, w = npz_layout(_npz(str(path))["x"].shape, str(path))
         return (c, int(size or h), int(size or w))
 
     return shape
 
 
 def own_classes(kind: str):
-    def classes(opts: dict) -> int:
+    def classes(opts: dict) -> Optional[int]:
         if not opts.get("path"):
             return 10
         if kind == "folder":
             return len(folder_layout(str(opts["path"]))[0])
-        return npz_classes(opts["path"], opts.get("num_classes"))
+        # an npz: the declared dataset.num_classes (None: the config must declare it)
+        return int(opts["num_classes"]) if opts.get("num_classes") else None
 
     return classes
 
 
 def own_count(kind: str):
     """The training record count, counted once (``dataset.n_train=0``): treated as public, the report says so.
-    Counted from the file list or the arrays' length, without reading an image."""
+    Without a test split of their own, the held-out part is decided per record by its hash, so the count reads
+    every record (once: the loader reuses what it read)."""
 
     def count(opts: dict) -> int:
+        path, held_out = str(opts["path"]), _fraction(opts.get("held_out"))
         if kind == "folder":
-            _, files = folder_layout(str(opts["path"]))
-            n, own_test = len(files["train"]), "test" in files
-        else:
-            a = _npz(str(opts["path"]))
-            n, own_test = len(a["y"]), "x_test" in a and "y_test" in a
-        return n if own_test else n - max(1, int(round(float(opts.get("held_out") or HELD_OUT) * n)))
+            _, files = folder_layout(path)
+            if "test" in files:
+                return len(files["train"])
+            size = int(opts["size"]) if opts.get("size") else None
+            return len(_folder_arrays(path, "train", size, held_out)[1])
+        a = _npz(path)
+        if "x_test" in a and "y_test" in a:
+            return len(a["y"])
+        return len(_npz_records(path, "train", held_out)[1])
 
     return count
+
+
+def has_test_split(kind: str, path: str) -> bool:
+    """Whether your own data at ``path`` bring a test split of their own (else a part is held out as the test
+    split): a public fact of the layout (a test folder; x_test / y_test in the npz)."""
+    if kind == "folder":
+        return "test" in folder_layout(str(path))[1]
+    if kind == "npz":
+        a = _npz(str(path))
+        return "x_test" in a and "y_test" in a
+    return True
 
 
 def check(path: str) -> int:
@@ -282,7 +358,8 @@ def _register() -> None:
         if kind not in DATASETS.names():
             DATASETS.register(kind, DatasetSpec(
                 kind, loader, (1, 28, 28), 0, f"your own data: {what} at dataset.path", "dataset.path=<yours>",
-                shape_fn=own_shape(kind), classes_fn=own_classes(kind), count_fn=own_count(kind)))
+                shape_fn=own_shape(kind), classes_fn=own_classes(kind), count_fn=own_count(kind),
+                declared_options=("num_classes",) if kind == "npz" else ()))
 
 
 _register()
