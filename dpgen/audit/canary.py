@@ -273,8 +273,13 @@ def audit_dp_mean(trials: int, seed: int, noise_scale: float = 1.0, progress: bo
 # ---- DP-MERF ----------------------------------------------------------------------------------------
 
 
+#: the budget of the calibrated one-shot row (``dpmerf/calibrated``): its noise multiplier 1.39 moves the canary's
+#: score by 0.51 noise std, and a quarter of it (the control) by 2.0, caught with margin from 5,000 trials per side
+ONE_SHOT_EPSILON = 3.0
+
+
 def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
-                 nonfinite: bool = False, conv: bool = False) -> Samples:
+                 nonfinite: bool = False, conv: bool = False, budget: Optional[float] = None) -> Samples:
     """DP-MERF's one release (:meth:`dpgen.methods.dpmerf.DPMERF.prepare_data`): N = 4 records of 16 pixels,
     2 classes, D = 64 random features, noise std z 2 / N. Canary: a record of ones with label 0 in D, of
     zeros with label 1 in D' (their embeddings sit in orthogonal class blocks); score <mu~, v> with v the
@@ -283,13 +288,19 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
     reachable only by phi(x') = -phi(x), which random Fourier features do not produce, so the audit's
     power against too little noise is that of a sensitivity sqrt(2) / N. ``conv``: with the random
     convolutional features (``method.conv_channels=2``, pooled to 2 x 2; drawn afresh each trial) beside
-    phi, the same canary through the same release."""
+    phi, the same canary through the same release. ``budget``: method.noise_multiplier left null, so that the
+    privacy library's one-shot ledger calibrates it to privacy.epsilon=budget (``make_ledger`` of a
+    OneShotGaussian, dp-accounting's PLD), and the claim is the epsilon that ledger charges the release (exact
+    for one Gaussian: the audit then checks the calibration the run uses, not a noise chosen for it)."""
     from dpgen.methods.dpmerf import mean_embedding
 
     z, n, shape = NOISE_MULTIPLIER, 4, (1, 4, 4)
     extra = ["method.conv_channels=2", "method.conv_pool=2"] if conv else []
-    cfg, m = _method(["method=dpmerf", "method.n_features=64", f"method.noise_multiplier={z}",
-                      "privacy.epsilon=100", *extra], n, shape)
+    noise = ([f"method.noise_multiplier={z}", "privacy.epsilon=100"] if budget is None else
+             [f"privacy.epsilon={budget}"])
+    cfg, m = _method(["method=dpmerf", "method.n_features=64", *noise, *extra], n, shape)
+    z = m.noise_multiplier  # the given one, or the ledger's calibration
+    claimed = gaussian_epsilon(z, m.delta) if budget is None else m.ledger.epsilon_of(z, 0)
     m.noise_std = z * noise_scale * m.sensitivity  # noise_scale != 1: a deliberate bug the audit must catch
     m.rng = _gen(seed)
     others = torch.full((n - 1, *shape), 0.5)
@@ -313,11 +324,14 @@ def audit_dpmerf(trials: int, seed: int, noise_scale: float = 1.0, progress: boo
         return out
 
     s_in, s_out = side(x_run, y_in, "dpmerf D"), side(x_out, y_out, "dpmerf D'")
+    calibrated = "" if budget is None else f"; noise calibrated to epsilon {budget:g} by the one-shot ledger (PLD)"
     return Samples("DP-MERF mean-embedding release (DPMERF.prepare_data)",
-                   _variant("64 random features" + (" + random conv features" if conv else "") + ", N=4",
+                   _variant("64 random features" + (" + random conv features" if conv else "") + ", N=4" + calibrated,
                             noise_scale, nonfinite),
                    "replace one record; the whole dataset (N = 4) released once", noise_scale == 1.0,
-                   gaussian_epsilon(z, m.delta), m.delta, m.sensitivity, s_in, s_out)
+                   claimed, m.delta, m.sensitivity, s_in, s_out,
+                   [] if budget is None else [f"noise multiplier {z:.4g} calibrated by the ledger; the claim is its "
+                                              "charged epsilon (dp-accounting PLD of one Gaussian)"])
 
 
 # ---- DP-Sinkhorn ------------------------------------------------------------------------------
@@ -483,7 +497,7 @@ def audit_leaky_logger(trials: int, seed: int, progress: bool = True) -> Samples
 def audit_dpsinkhorn_param(trials: int, seed: int, noise_scale: float = 1.0, progress: bool = True,
                            nonfinite: bool = False) -> Samples:
     """DP-Sinkhorn (param grad), ``clip_mode=per_sample`` (:class:`DPSinkhornParamGrad`,
-    ``PerSampleGradientMechanism.privatize_sum`` / :func:`dpgen.privacy.clipping.clip_per_sample`):
+    ``PerSampleGradientMechanism.privatize_sum`` / :func:`dpgen.privacy.clipping.clipped_sum`):
     every trial runs ``loss`` (per-record gradients, clipping, noise) and reads the parameter
     gradient it defines. Generator: a fixed linear map of 2 fixed codes. D' = {r}, D = {r, canary};
     the loss is record-separable, so the clipped sum moves by the canary's clipped gradient. Score:
@@ -761,6 +775,45 @@ def audit_selection(trials: int, seed: int, noise_scale: float = 1.0, progress: 
                    scores[0], scores[1], ["score: whether candidate 0 is chosen; design shift tanh(eps/8)"])
 
 
+# ---- the split of your own data into a training and a held-out test part (dpgen.data.own) ----
+
+SPLIT_RECORDS = 400
+ADD_REMOVE_SPLIT = "add/remove one record of your own data (no test split of its own: a tenth held out)"
+
+
+def _permutation_split(n: int, held_out: float = 0.1, seed: int = 0) -> np.ndarray:
+    """The split dpgen used before issue 83 (the control): a seeded permutation over the n records' positions."""
+    perm = np.random.default_rng(seed).permutation(n)
+    test = np.zeros(n, dtype=bool)
+    test[perm[:max(1, int(round(held_out * n)))]] = True
+    return test
+
+
+def audit_split(trials: int, seed: int, split: str = "hash", progress: bool = True, **_) -> Samples:
+    """D' = ``SPLIT_RECORDS`` random 8 x 8 records, D = D' plus a canary record (appended, as a new file sorts last
+    or anywhere). Score of a trial: how many records of D' changed part (train / held-out test) between D' and D:
+    the held-out part's records, size and accuracies are published, so every such move is visible with certainty.
+    The claim: the one per-record hash (dpgen.data.holdout.held_out_mask, the split dpgen.data.own uses) moves none,
+    so D and D' give the same score 0 (epsilon 0 for the split itself). Not covered, must be caught: ``permutation``,
+    the seeded permutation over n of 2ad157b (issue 83: 9,196 of 60,000 moved)."""
+    from dpgen.data.holdout import TEST_SALT, held_out_mask
+
+    rng = np.random.default_rng(seed)
+    n = SPLIT_RECORDS
+    moved = []
+    for _ in _trials(trials, f"split {split}", progress):
+        x = rng.random((n + 1, 64), dtype=np.float32)
+        y = rng.integers(0, 10, n + 1)
+        if split == "hash":
+            before, after = held_out_mask(x[:n], y[:n], 0.1, TEST_SALT), held_out_mask(x, y, 0.1, TEST_SALT)[:n]
+        else:
+            before, after = _permutation_split(n), _permutation_split(n + 1)[:n]
+        moved.append(float((before != after).sum()))
+    return Samples("own-data test split (dpgen/data/own.py)", f"{split} split, {n} records, a tenth held out",
+                   ADD_REMOVE_SPLIT, split == "hash", 0.0, DELTA, 0.0, np.asarray(moved), np.zeros(len(moved)),
+                   ["score: records of D' that changed part when the canary was added; design 0"])
+
+
 # ---- any method with the release hook (dpgen.methods.base.Method.release), outside methods included ----
 
 RELEASE_SHAPE = (1, 4, 4)
@@ -898,6 +951,18 @@ AUDITS: List[AuditSpec] = [
               min_trials=100_000),
     AuditSpec("local/gaussian_radius", audit_local, {"kind": "gaussian", "sensitivity": "radius"},
               trials_factor=20.0, fast=True, min_trials=200_000),
+    # (last, so that the rows above keep their seeds) a one-shot release whose noise the privacy library calibrated
+    # (issue 83): the claim is the epsilon its ledger charges; and the same with a quarter of its noise, which must
+    # be caught (the canary reaches sqrt(2) / N of the 2 / N sensitivity, so half the noise, or add/remove's
+    # sensitivity 1 / N, needs ~10x the trials to show)
+    AuditSpec("dpmerf/calibrated", audit_dpmerf, {"budget": ONE_SHOT_EPSILON}, trials_factor=0.3, fast=True),
+    AuditSpec("dpmerf/calibrated_quarter_noise", audit_dpmerf, {"budget": ONE_SHOT_EPSILON, "noise_scale": 0.25},
+              trials_factor=0.5, min_trials=5_000),
+    # your own data's held-out test part (issue 83): D vs D plus a record moves no other record; the permutation
+    # over n that 2ad157b used must be caught
+    AuditSpec("split/own_data_hash", audit_split, {"split": "hash"}, trials_factor=0.01, fast=True, min_trials=200),
+    AuditSpec("split/own_data_permutation", audit_split, {"split": "permutation"}, trials_factor=0.01, fast=True,
+              min_trials=200),
 ]
 AUDIT_NAMES = [a.name for a in AUDITS]
 
@@ -941,7 +1006,7 @@ def audit_rows(names: Optional[Sequence[str]] = None, trials: int = 10_000, seed
             index = AUDIT_NAMES.index(spec.name) if spec.name in AUDIT_NAMES else len(AUDIT_NAMES) + extra.index(spec)
             row_seed = seed + 1000 * index  # the same with or without --only
             kw = dict(spec.kwargs)
-            if noise_scale is not None and spec.run is not audit_local and spec.run is not audit_leaky_logger:
+            if noise_scale is not None and spec.run not in (audit_local, audit_leaky_logger, audit_split):
                 kw["noise_scale"] = noise_scale
             t0 = time.perf_counter()
             samples = spec.run(n, row_seed, progress=progress, **kw)

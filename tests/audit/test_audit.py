@@ -118,6 +118,22 @@ def test_half_noise_is_caught():
     assert row["verdict"] == "caught", row
 
 
+def test_a_calibrated_one_shot_release_passes_and_its_quarter_noise_is_caught():
+    # DP-MERF's release with the noise the privacy library's one-shot ledger calibrated (issue 83), claiming the
+    # epsilon that ledger charges: exact for one Gaussian (dp-accounting's PLD = the analytic Gaussian mechanism)
+    from dpgen.privacy.mechanisms import one_shot_noise
+
+    (row,) = A.audit_rows(["dpmerf/calibrated"], trials=2000, seed=11, progress=False)
+    assert row["covered"] and row["verdict"] == "pass", row
+    assert A.ONE_SHOT_EPSILON - 1e-3 <= row["claimed_epsilon"] <= A.ONE_SHOT_EPSILON
+    assert A.gaussian_epsilon(one_shot_noise(A.ONE_SHOT_EPSILON, A.DELTA), A.DELTA) == pytest.approx(
+        row["claimed_epsilon"], abs=1e-4)
+    # the canary moves the score by sqrt(2) / N of the design's 2 / N (orthogonal class blocks)
+    assert abs(row["score_shift_measured"]) == pytest.approx(math.sqrt(2) / 4, abs=4 * row["score_shift_se"])
+    (row,) = A.audit_rows(["dpmerf/calibrated_quarter_noise"], trials=5000, seed=11, progress=False)
+    assert not row["covered"] and row["verdict"] == "caught", row
+
+
 @pytest.mark.slow
 def test_half_noise_dpsinkhorn_hook_is_caught():
     (row,) = A.audit_rows(["dpsinkhorn/hook"], trials=100_000, seed=9, progress=False, noise_scale=0.5)
@@ -146,3 +162,12 @@ def test_cli_writes_table_and_exit_code(tmp_path, monkeypatch):
     assert A.main(["--seed", "3", "--out", str(tmp_path), "--no-progress"]) == 1
     with open(tmp_path / "privacy_audit.csv") as f:
         assert [r["verdict"] for r in csv.DictReader(f)] == ["FAIL"]
+
+
+def test_the_own_data_split_moves_no_other_record_and_the_permutation_is_caught():
+    # your own data's held-out test part (issue 83): D vs D plus one record, through the loader's split function;
+    # the seeded permutation over n of 2ad157b (38 of 400 records moved each time) is the control
+    hashed, perm = A.audit_rows(["split/own_data_hash", "split/own_data_permutation"], trials=200, seed=3,
+                                progress=False)
+    assert hashed["covered"] and hashed["verdict"] == "pass" and hashed["score_shift_measured"] == 0, hashed
+    assert not perm["covered"] and perm["verdict"] == "caught" and perm["score_shift_measured"] > 10, perm
