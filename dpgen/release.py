@@ -263,6 +263,7 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     else:
         files.pop("png")
     sheet = datasheet(cfg, metrics, run, n, seed, device, files, p)
+    sheet["run_id"] = p.get("run_id")  # the run whose checkpoint was sampled (dpgen.train.publication.RUN_FILES)
     if selection:  # the curve was chosen on held-out private records: that mechanism's epsilon is stated too
         sheet = with_selection(sheet, selection)
     # task=evaluate states the privacy of a set it evaluates from the datasheet that describes that very file

@@ -59,7 +59,7 @@ def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed
     import numpy as np
     import torch
 
-    from dpgen.data import as_tensors, load_split
+    from dpgen.data.private import PrivateData
     from dpgen.eval.downstream import fit_logreg
     from dpgen.eval.fidelity import recall_indicators
     from dpgen.models.generators import sharpen
@@ -95,7 +95,7 @@ def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed
     t0 = time.time()
     seed = int(cfg.seed) + 3 if seed is None else int(seed)
     x_raw, y_syn = synthetic_set(gen, int(n_synthetic), seed, "cpu")  # one draw, every curve applied to it
-    x_val, y_val = as_tensors(load_split(cfg.dataset, "validation"))  # private: stays in this function
+    x_val, y_val = PrivateData(cfg.dataset, "validation").whole()  # private: stays in this function
     contributions = np.zeros((len(x_val), len(candidates)))
     for j, (slope, at) in enumerate(candidates):
         x = sharpen(x_raw, slope, at) if slope else x_raw
@@ -126,6 +126,7 @@ def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed
         "composition": "parallel: the run read only the training part, the selection only the held-out part, and "
                        "one record lies in one part; the pair's epsilon is the larger of the two",
         "checkpoint_step": privacy.get("checkpoint_step"),
+        "run_id": privacy.get("run_id"),
         "run_epsilon_spent": run_eps,
         "run_delta": privacy.get("delta"),
         "epsilon_total": parallel_epsilon(run_eps, epsilon),

@@ -109,14 +109,15 @@ def _dpsgd_task(canaries: Canaries, noise_scale: float, amplitude: float):
 
         def setup(self, cfg, device) -> None:
             super().setup(cfg, device)
-            real = self.X.flatten(1)
+            X, Y = self.data.whole()
+            real = X.flatten(1)
             self.d0 = real.shape[1]
             pad = torch.zeros(real.shape[0], canaries.m, device=device)
             inc = torch.as_tensor(canaries.included, device=device)
-            self.X = torch.cat([torch.cat([real, pad], 1), canaries.x.to(device)[inc]])
-            self.Y = torch.cat([self.Y, canaries.y.to(device)[inc]])
-            self.n_private = self.n_records = int(self.X.shape[0])  # = dataset.n_train, declared by audit_run
-            self.shape = (int(self.X.shape[1]),)
+            X = torch.cat([torch.cat([real, pad], 1), canaries.x.to(device)[inc]])
+            self.data.replace(X, torch.cat([Y, canaries.y.to(device)[inc]]))
+            self.n_private = self.data.n = int(X.shape[0])  # = dataset.n_train, declared by audit_run
+            self.shape = (int(X.shape[1]),)
             self.steps_per_epoch = math.ceil(self.n_private / cfg.trainer.batch_size)
             self.xs, self.mus = [], []  # per step: the release projected on each canary's direction, its signal
 
@@ -212,16 +213,14 @@ class CanaryGeneration(GenerationTask):
         self.canaries, self.directions, self.noise_scale, self.n_real = canaries, directions, noise_scale, n_real
 
     def setup(self, cfg, device) -> None:
-        from dpgen.data import ArrayDataset
-
         super().setup(cfg, device)
         canaries, n_real = self.canaries, self.n_real
-        X, Y = self.train_ds.tensors
+        X, Y = self.data.whole()
         inc = torch.as_tensor(canaries.included)
-        X = torch.cat([X[:n_real], canaries.x[inc].to(X.dtype)])
-        Y = torch.cat([Y[:n_real], canaries.y[inc]])
-        self.train_ds = ArrayDataset(X, Y, name=cfg.dataset.name, num_classes=self.num_classes, split="train")
-        self.n_private = self.n_records = len(self.train_ds)  # = dataset.n_train, declared by audit_run
+        X = torch.cat([X[:n_real], canaries.x[inc].to(X.dtype).to(X.device)])
+        Y = torch.cat([Y[:n_real], canaries.y[inc].to(Y.device)])
+        self.data.replace(X, Y)
+        self.n_private = self.data.n = int(X.shape[0])  # = dataset.n_train, declared by audit_run
         self.scores = torch.zeros(canaries.m, device=device)
         self.xs, self.mus = [], []  # per-record clip: the release on each canary's direction, its signal
 

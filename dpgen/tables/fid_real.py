@@ -59,6 +59,7 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
 
     from dpgen.config import compose_config
     from dpgen.data import as_tensors, load_split
+    from dpgen.data.private import PrivateData
     from dpgen.eval.fid import fid_from_activations, get_extractor, real_features
     from dpgen.utils.dct import lowpass as project
     from dpgen.utils.io import outputs_dir, write_table
@@ -74,7 +75,7 @@ def run(datasets: List[str], n_train: int = 60000, chunk: int = 10000, data_root
         t0 = time.time()
         x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
         real = real_features(f"{ds}_test", x_test, outputs_dir() / "fid_stats", extractor=ext, progress=True)
-        x_train = as_tensors(load_split(cfg.dataset, "train"))[0][:n_train]
+        x_train = PrivateData(cfg.dataset).whole()[0][:n_train]  # the real-data row: train images against test
         if k is not None:
             x_train = project(x_train.float(), k)
         band = f", low-passed to {k} x {k} DCT" if k is not None else ""

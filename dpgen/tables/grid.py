@@ -379,10 +379,9 @@ def _check_data(cfg) -> None:
 
         load_domains(cfg)
     else:
-        from dpgen.data import load_dataset
+        from dpgen.data.private import PrivateData
 
-        load_dataset(cfg.dataset.name, "train", data_root=cfg.dataset.data_root,
-                     **dict(getattr(cfg.dataset, "options", {}) or {}))
+        PrivateData(cfg.dataset)  # reads the private records (their owner): a missing file raises here
 
 
 def wall_of(m: Dict[str, Any]) -> Optional[float]:

@@ -36,25 +36,22 @@ class ClassificationTask(Task):
     name = "classification"
 
     def setup(self, cfg, device) -> None:
-        from dpgen.data import as_tensors, load_split
-
+        from dpgen.data.private import PrivateData
         from dpgen.methods.registry import method_class
 
         method_class(cfg, "classification")  # a method this task trains, before any data is read
-        ds = load_split(cfg.dataset, "train")
-        X, Y = as_tensors(ds)
-        self.X, self.Y = X.float().to(device), Y.long().to(device)
-        self.n_private = int(cfg.dataset.n_train)  # declared, public: q, epochs (dpgen.train.loop)
-        self.n_records = int(X.shape[0])  # indexes the records only; never published
-        self.shape = tuple(X.shape[1:])
+        # the private records: only through their owner (dpgen.data.private), which hands out batches, never sizes
+        self.data = PrivateData(cfg.dataset, "train", device)
+        self.n_private = self.data.n  # declared, public: q, epochs (dpgen.train.loop)
+        self.shape = self.data.shape
         # never derived from the private labels (their maximum would be a value computed from private records)
-        self.num_classes = int(getattr(ds, "num_classes", 0) or cfg.dataset.num_classes or 0)
+        self.num_classes = self.data.num_classes
         if self.num_classes < 2:
             raise ValueError(f"task=classification needs the number of classes of dataset={cfg.dataset.name}: set "
                              "dataset.num_classes (it is not derived from the private labels)")
         # private: an out-of-range label is a zero contribution (dpgen.utils.labels), refusing would tell D from D
         # plus such a record; the non-private baseline is refused (the values stay in memory)
-        if not cfg.method.private and Y.numel() and (int(Y.min()) < 0 or int(Y.max()) >= self.num_classes):
+        if not cfg.method.private and not self.data.labels_in_range():
             raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
                              f"({self.num_classes} classes): check dataset.num_classes or the label file")
         self.steps_per_epoch = math.ceil(self.n_private / cfg.trainer.batch_size)
@@ -70,8 +67,7 @@ class ClassificationTask(Task):
         return method, {"model": model}
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int):
-        idx = method.sample_batch(self.n_records, self.cfg.trainer.batch_size, sampler_gen).to(self.device)
-        return ClassificationBatch(self.X[idx], self.Y[idx])
+        return ClassificationBatch(*self.data.batch(method, self.cfg.trainer.batch_size, sampler_gen, keep_empty=True))
 
     def should_log(self, step: int) -> bool:
         return step % self.steps_per_epoch == 0  # every epoch's end: the figure of epsilon against the epoch

@@ -86,11 +86,19 @@ class DomainAdaptationTask(Task):
     task_keys = ("k",)  # task.* fields that change the mechanism (the method's own are under method.*)
 
     def setup(self, cfg, device) -> None:
-        self.data = load_domains(cfg)
-        self.Xs, self.Ys = self.data["Xs"].to(device), self.data["Ys"].to(device)
-        self.Xt, self.Yt = self.data["Xt"].to(device), self.data["Yt"].to(device)
-        # the private target's declared size (public: q, epochs) and its loaded records (indexing only)
-        self.n_private, self.n_records, self.n_source = int(cfg.dataset.n_train), len(self.Xt), len(self.Xs)
+        from dpgen.data import ArrayDataset
+        from dpgen.data.private import PrivateData
+
+        self.domains = d = load_domains(cfg)
+        self.Xs, self.Ys = d["Xs"].to(device), d["Ys"].to(device)
+        # the private target: its batches come from its owner (dpgen.data.private); its labels are read by the
+        # papers' target accuracy only (published: the reports say so)
+        self.data = PrivateData.holding(ArrayDataset(d["Xt"], d["Yt"], name=cfg.dataset.target,
+                                                     num_classes=d["num_classes"]),
+                                        n=int(cfg.dataset.n_train), name=cfg.dataset.target, device=device)
+        self.Xt, self.Yt = self.data.whole()
+        # the private target's declared size (public: q, epochs)
+        self.n_private, self.n_source = self.data.n, len(self.Xs)
         if cfg.trainer.batch_size > self.n_source:
             raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size} is larger than the source "
                              f"({self.n_source} records): lower trainer.batch_size.")
@@ -101,16 +109,16 @@ class DomainAdaptationTask(Task):
         from dpgen.models.da_nets import make_da_nets
 
         method_class(cfg, "domain_adaptation")  # a method this task trains, before the networks are built
-        g, h, disc, feat_dim = make_da_nets("auto", self.data["shape"], self.data["num_classes"])
-        info = DataInfo(self.n_private, tuple(self.data["shape"]), self.data["num_classes"], feat_dim=feat_dim)
+        g, h, disc, feat_dim = make_da_nets("auto", self.domains["shape"], self.domains["num_classes"])
+        info = DataInfo(self.n_private, tuple(self.domains["shape"]), self.domains["num_classes"], feat_dim=feat_dim)
         method = build(cfg, info, steps, "domain_adaptation", disc=disc.to(device))
         return method, {"g": g.to(device), "h": h.to(device)}
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int) -> DABatch:
         b = self.cfg.trainer.batch_size
-        idx_t = method.sample_batch(self.n_records, b, sampler_gen).to(self.device)
+        xt, _ = self.data.batch(method, b, sampler_gen, keep_empty=True)
         idx_s = torch.randperm(self.n_source)[:b].to(self.device)  # public source: the public seed is fine
-        return DABatch(self.Xs[idx_s], self.Ys[idx_s], self.Xt[idx_t], step / max(1, target_steps))
+        return DABatch(self.Xs[idx_s], self.Ys[idx_s], xt, step / max(1, target_steps))
 
     def log_fields(self, step: int, last: bool, method, models) -> Dict[str, Any]:
         rec = super().log_fields(step, last, method, models)
@@ -126,7 +134,7 @@ class DomainAdaptationTask(Task):
         return accuracy(torch.nn.Sequential(models["g"], models["h"]), x, y)
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
-        ds, d = cfg.dataset, self.data
+        ds, d = cfg.dataset, self.domains
         return {
             "problem": ds.problem,
             "source": f"{ds.source} ({ds.source_split}, {self.n_source} records, {d['source_file']})",

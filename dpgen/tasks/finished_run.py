@@ -57,7 +57,8 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None)
         with open_dict(cfg):
             cfg.model.sharpen, cfg.model.sharpen_at = float(sharpen[0]) or None, float(sharpen[1])
     gen = released_generator(gen, cfg.model)
-    return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step}
+    return cfg, metrics, gen, shape, k, {**record.privacy, "checkpoint_step": record.checkpoint_step,
+                                         "run_id": state.get("run_id")}
 
 
 def add_sharpen_arguments(parser) -> None:
@@ -107,7 +108,26 @@ def read_selection(run: Path):
                            "with its own settings") from None
     if chosen not in sel.get("candidates", []):
         raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
+    check_describes_checkpoint(run, sel, path)
     return sel
+
+
+def check_describes_checkpoint(run: Path, written: dict, path: Path) -> None:
+    """Refuse a file that states or changes a release's privacy (``written``: selection.json, a datasheet) when it
+    was made for other weights than the checkpoint's: another run that used this folder before (its run id), or
+    another step of this one. A fresh start and a resume that trains remove such files
+    (dpgen.train.publication.RUN_FILES); this catches one that was copied back or left by an older dpgen."""
+    from dpgen.train.run_record import load_checkpoint_file
+
+    ckpt = Path(run) / "checkpoints" / "last.pt"
+    state = load_checkpoint_file(ckpt) if ckpt.exists() else {}
+    now = (state.get("run_id"), state.get("step"))
+    then = (written.get("run_id"), written.get("checkpoint_step"))
+    if then != now:
+        raise ReleaseError(f"{path} was made for other weights (run {then[0]}, step {then[1]}) than the checkpoint's "
+                           f"({ckpt}: run {now[0]}, step {now[1]}): it belongs to an earlier run in this folder, and "
+                           "the privacy it states is not this generator's. Remove it (and select again on a run "
+                           "trained with dataset.validation > 0, if you need a selection).")
 
 
 def run_curve(run: Path, override=None):

@@ -38,7 +38,7 @@ class GenerationTask(Task):
     name = "generation"
 
     def setup(self, cfg, device) -> None:
-        from dpgen.data import load_split
+        from dpgen.data.private import PrivateData
         from dpgen.methods.registry import method_class
 
         method_class(cfg, "generation")  # a method this task trains, before any data is read
@@ -50,20 +50,18 @@ class GenerationTask(Task):
                   file=sys.stderr, flush=True)
 
         self.device = device
-        self.train_ds = load_split(cfg.dataset, "train")
-        self.n_private = int(cfg.dataset.n_train)  # declared, public: q, epochs, n_synthetic (dpgen.train.loop)
-        self.n_records = len(self.train_ds)  # indexes the records only; never published
-        self.shape = tuple(self.train_ds.shape)
-        self.num_classes = int(getattr(self.train_ds, "num_classes", cfg.dataset.num_classes) or 0)
-        self.in_memory = hasattr(self.train_ds, "tensors")
+        # the private records: only through their owner (dpgen.data.private), which hands out batches, never sizes
+        self.data = PrivateData(cfg.dataset, "train", device)
+        self.n_private = self.data.n  # declared, public: q, epochs, n_synthetic (dpgen.train.loop)
+        self.shape = self.data.shape
+        self.num_classes = self.data.num_classes
+        self.in_memory = self.data.in_memory
         # a private method maps a record whose label is out of range to a zero contribution (dpgen.utils.labels),
         # so refusing the run would itself tell D from D plus such a record; a non-private one is refused here,
         # once, so that no training step reads labels on the host
-        if self.in_memory and self.num_classes > 0 and not cfg.method.private:
-            y = self.train_ds.tensors[1]
-            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):  # the values stay in memory
-                raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
-                                 f"({self.num_classes} classes): check dataset.num_classes or the label file")
+        if not cfg.method.private and not self.data.labels_in_range():
+            raise ValueError(f"{cfg.dataset.name}: some labels lie outside [0, {self.num_classes - 1}] "
+                             f"({self.num_classes} classes): check dataset.num_classes or the label file")
 
     def build(self, cfg, steps: int, device):
         from dpgen.methods.registry import DataInfo, build
@@ -86,26 +84,16 @@ class GenerationTask(Task):
     def prepare(self, method, output_dir: Path) -> bool:
         if not self.in_memory:
             return False
-        # the whole set on the device at once; a method may transform it once (a DP mean, local privatisation)
-        x, y = self.train_ds.tensors[0].to(self.device), self.train_ds.tensors[1].to(self.device)
-        self.X, self.Y = method.prepare_data(x, y, output_dir)
+        # a method may transform the whole set once (a DP mean, local privatisation), under its own ledger
+        self.data.replace(*method.prepare_data(*self.data.whole(), output_dir))
         return True
-
-    def fetch(self, idx: torch.Tensor):
-        if self.in_memory:
-            idx = idx.to(self.device)
-            return self.X[idx], self.Y[idx]
-        items = [self.train_ds[int(i)] for i in idx]  # lazy datasets (CelebA): this step's records only
-        return (torch.stack([x for x, _ in items]).to(self.device),
-                torch.as_tensor([int(y) for _, y in items], device=self.device))
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int):
         b = self.cfg.trainer.batch_size
-        idx = method.sample_batch(self.n_records, b, sampler_gen)
-        if idx.numel() == 0:  # an empty batch: nothing to learn; a private method still releases its noise
+        drawn = self.data.batch(method, b, sampler_gen)
+        if drawn is None:  # an empty batch: nothing to learn; a private method still releases its noise
             return GenerationBatch(None, None, b, self.device) if method.private else None
-        real, y = self.fetch(idx)
-        return GenerationBatch(real, y, b, self.device)
+        return GenerationBatch(*drawn, b, self.device)
 
     quick_overrides = "trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]"
 
@@ -150,10 +138,7 @@ class GenerationTask(Task):
                 save_grid(xg, output_dir / "samples.png", nrow=k or 8)
                 m["samples_png"] = str(output_dir / "samples.png")
         if cfg.task.eval_models:
-        from dpgen.privacy.report import PrivacyReport
-
             m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
-        rep = PrivacyReport.of(p, m.get("method"))  # a private report without epsilon_spent or delta is refused
         elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 2,000 samples)
             m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
         if self.fid_on:
@@ -165,7 +150,10 @@ class GenerationTask(Task):
         return m
 
     def summary(self, m: Dict[str, Any], out: Path) -> None:
+        from dpgen.privacy.report import PrivacyReport
+
         p = m["privacy"]
+        rep = PrivacyReport.of(p, m.get("method"))  # a private report without epsilon_spent or delta is refused
         print(f"\n{m['method']} on {m['dataset']}: {m['steps']} steps ({m['stop_reason']}), "
               f"{m['train_seconds']:.1f} s training on {m['device']}")
         if rep.private and "noise_scale" in p:  # a local mechanism (entropic_ldp): one release, per record

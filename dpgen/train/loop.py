@@ -60,13 +60,14 @@ class Task:
     #: the private set's size n as DECLARED (``dataset.n_train``: public; set by ``setup``): q = B / n, the
     #: steps of an epoch, the noise, ``n_synthetic`` and every published count use it
     n_private: int = 0
-    #: how many records were loaded (set by ``setup``): used to index them (a Poisson batch samples each
-    #: at the declared q) and to refuse a replace-one run whose set differs from n; never published
-    n_records: int = 0
+    #: the private records' owner (:class:`dpgen.data.private.PrivateData`, set by ``setup``): it draws each
+    #: step's batch and refuses a replace-one run whose set differs from n, never saying the loaded size
+    data = None
 
     # ---- hooks ---------------------------------------------------------------------------------
     def setup(self, cfg, device) -> None:
-        """Load the data onto ``device``; set ``n_private`` (the declared size) and ``n_records`` (loaded)."""
+        """Load the data onto ``device``; set ``n_private`` (the declared size) and ``data`` (the private records'
+        owner)."""
         raise NotImplementedError
 
     def requested_steps(self, cfg) -> int:

@@ -25,6 +25,7 @@ and a non-finite step is detected on the released gradient instead.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
@@ -146,15 +147,49 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int] = None
     return int(step) + max(0, cap - spent)
 
 
-#: what a run writes into its folder (besides config.yaml and the lock): a fresh start removes the earlier
-#: run's copies, so that nothing published outlives the ledger that charged it
-#: (``privatised_data.pt``: entropic-LDP's locally privatised release)
-#: what a run writes when it ends, describing the generator of its last step: a resumed run that trains again
-#: removes them before its first step (dpgen.train.run_record; ``table_result.json`` / ``table_generations``:
-#: dpgen.tables.grid's)
-FINAL_RESULTS = ("metrics.json", "metrics_final.csv", "samples.png", "table_result.json", "table_generations")
-RUN_ARTEFACTS = ("metrics.jsonl", "metrics.csv", "metrics.json", "metrics_final.csv", "samples.png", "tensorboard",
-                 "wandb", "checkpoints", "privatised_data.pt", "table_result.json", "table_generations")
+@dataclass(frozen=True)
+class RunFile:
+    """One thing a run folder holds: ``name`` (a file or folder under the run folder), what it is, and which
+    state of the run it describes: ``"config"`` (written when the run starts, kept), ``"run"`` (the run's history,
+    its ledger included: a fresh start removes it, so that nothing published outlives the ledger that charged it),
+    ``"weights"`` (describes the generator of the checkpoint's step, or changes the privacy a release of it states:
+    a resume that trains again removes it too, so no file describes other weights than the checkpoint's)."""
+
+    name: str
+    what: str
+    describes: str
+    states_privacy: bool = False
+
+
+#: everything a run folder holds: the one list (``tests/privacy/test_private_boundary.py`` runs a run, a release and
+#: a selection and finds no other name in the folder). A new file a run writes is added here first.
+RUN_FILES = (
+    RunFile("config.yaml", "the run's resolved settings", "config"),
+    RunFile(".lock", "the run folder's lock (two runs never share a folder)", "config"),
+    RunFile(".hydra", "Hydra's copy of the settings and overrides", "config"),
+    RunFile("run.log", "Hydra's log of the job", "config"),
+    RunFile("metrics.jsonl", "the published training records, one a log step", "run"),
+    RunFile("metrics.csv", "the csv logger's records", "run"),
+    RunFile("tensorboard", "the tensorboard logger's events", "run"),
+    RunFile("wandb", "the wandb logger's files", "run"),
+    RunFile("checkpoints", "last.pt (weights, optimizer, the ledger, the privacy record of its step) and ledger.json",
+            "run", True),
+    RunFile("privatised_data.pt", "entropic-LDP's locally privatised release", "run", True),
+    RunFile("fid_partial", "the generated images' Inception features of an interrupted FID pass", "weights"),
+    RunFile("metrics.json", "the evaluation of the last step's weights and their privacy report", "weights", True),
+    RunFile("metrics_final.csv", "the csv logger's final metrics", "weights", True),
+    RunFile("samples.png", "a grid of the last step's samples", "weights"),
+    RunFile("table_result.json", "dpgen.tables.grid's row of this run", "weights", True),
+    RunFile("table_generations", "dpgen.tables.grid's synthetic sets of this run", "weights"),
+    RunFile("selection.json", "a setting chosen on the held-out validation part (scripts/select_on_validation.py) "
+            "for the checkpoint's weights: it changes the privacy a release states", "weights", True),
+    RunFile("release", "`dpgen sample`'s released set and its datasheet, of the checkpoint's weights", "weights", True),
+)
+#: what a run writes when it ends or later about the generator of its last step: a resumed run that trains again
+#: removes them before its first step (dpgen.train.run_record)
+FINAL_RESULTS = tuple(f.name for f in RUN_FILES if f.describes == "weights")
+#: what an earlier run left in the folder: a fresh start removes it
+RUN_ARTEFACTS = tuple(f.name for f in RUN_FILES if f.describes in ("run", "weights"))
 
 
 def remove_run_artefacts(output_dir, names=RUN_ARTEFACTS) -> list:
@@ -279,5 +314,5 @@ def _config_dict(cfg) -> Dict[str, Any]:
         return {}
 
 
-__all__ = ["FINAL_RESULTS", "LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "calibration_steps", "carried_ledger",
+__all__ = ["FINAL_RESULTS", "LEDGER_NAME", "LedgerFile", "Publisher", "RUN_ARTEFACTS", "RUN_FILES", "RunFile", "calibration_steps", "carried_ledger",
            "check_resume_settings", "privacy_settings", "remove_run_artefacts", "stop_step"]

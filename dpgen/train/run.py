@@ -15,7 +15,9 @@ crash, kill, requeue, full batch).
 from __future__ import annotations
 
 import json
+import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -159,97 +161,47 @@ def check_declared_size(cfg, method, task) -> None:
             "dataset.validation=0.")
     if not method.private or method.sampling == "poisson" or getattr(method, "local", False):
         return
-    declared = int(cfg.dataset.n_train)
-    if int(task.n_records) != declared:
-        raise ValueError(
-            f"dataset.n_train={declared} is not the size of the private set dataset={cfg.dataset.name} loaded. "
-            f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
-            "from n records, or one release of the whole set) computes its sampling rate or its sensitivity from the "
-            "declared n: set dataset.n_train to the number of records in the files (the loaded size is not printed: "
-            "it is computed from the private data).")
+    task.data.refuse_other_size(
+        f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
+        "from n records, or one release of the whole set) computes its sampling rate or its sensitivity from the "
+        "declared n")
 
 
-def size_is_public(report: Dict[str, Any], method, n: int) -> Dict[str, Any]:
-    """Every private report says how it treats the dataset size n (which its q, steps and noise depend on)."""
-    if not report.get("private"):
-        return report
-    poisson = method.sampling == "poisson"
-    return {**report, "dataset_size": (
-        f"n = {int(n)} records, declared as dataset.n_train and treated as public: "
-        + ("q = B / n, the epochs, the steps, the noise and every published count use this declared n, never the "
-           "size of the loaded set; each loaded record is sampled independently at rate q, which is add/remove-DP "
-           "whatever that size is (a set with one record more or less runs the same way)" if poisson else
-           "replace-one neighbours have the same n (the relation fixes it; a set of another size is refused); q, "
-           "the epochs, the steps and the noise depend on it"))}
+def check_budget(method, steps: int) -> None:
+    """Every declared mechanism fits its budget before step 0, whatever its kind (a one-shot release, releases
+    before training, a given per-step noise): :func:`dpgen.privacy.mechanisms.check_declared` refuses, naming the
+    value and the fix, what would be trained or released above it (issue 83: a one-shot method with a fixed noise
+    trained and released at epsilon 2.52 under a budget of 1.0)."""
+    from dpgen.privacy.mechanisms import check_declared
 
-
-#: what no privacy report covers: the time a step takes depends on its realised (Poisson) batch
-WALL_CLOCK_NOT_COVERED = ("wall-clock timings (train_seconds, loop_seconds, steps_per_second, the long-run notice, "
-                          "the progress bar's rate, eval_seconds): a step's time grows with the size of its sampled "
-                          "batch, so they depend slightly on the private data")
-
-
-#: what a report does not cover when the record count was counted from the data rather than declared
-COUNTED_N_NOT_COVERED = ("the record count n = {n}: counted from dataset.path={path} (dataset.n_train=0), not "
-                         "declared, and published as public; a set with one record more or less counts another n. "
-                         "Declare dataset.n_train=<n> to keep the count out of the data")
-
-
-#: what a run trained beside a validation split says (dataset.validation)
-HOLDOUT_TEXT = ("dataset.validation={f:g}: the records whose public hash (dpgen.data.holdout) falls below {f:g} are "
-                "held out and never read by this run; it trains on the rest. A selection mechanism that reads only "
-                "the held-out part (scripts/select_on_validation.py) composes with this run in parallel under "
-                "add/remove: the pair's epsilon is the larger of the two, which its selection.json states")
-
-
-def add_not_covered(report: Dict[str, Any], extra: str) -> Dict[str, Any]:
-    """``report`` with ``extra`` appended to its ``not_covered`` (a list or a string)."""
-    nc = report.get("not_covered")
-    if isinstance(nc, list):
-        nc = [*nc, extra]
-    else:
-        nc = f"{nc}; {extra}" if nc else extra
-    return {**report, "not_covered": nc}
-
-
-def selection_not_covered(report: Dict[str, Any], cfg) -> Dict[str, Any]:
-    """A run whose settings were chosen on the private data or its test split (``privacy.selected_on_private``,
-    set by a conf/tuned/ preset) says so under not_covered: that selection is charged to no ledger."""
-    note = getattr(cfg.privacy, "selected_on_private", None)
-    if not report.get("private") or not note:
-        return report
-    return {**add_not_covered(report, f"the choice of this run's settings: {note} (charged to no ledger)"),
-            "settings_selected_on_private_data": note}
-
-
-def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
-    """A privacy report that says the guarantee does not hold when the ledger ended above its budget (no path
-    of the loop lets that happen; this is the last line of defence)."""
-    spent, budget = report.get("epsilon_spent"), report.get("epsilon_budget")
-    if isinstance(spent, (int, float)) and isinstance(budget, (int, float)) and spent > budget * (1 + 1e-9):
-        report = dict(report)
-        report["guarantee_holds"] = False
-        report["guarantee_caveats"] = [*(report.get("guarantee_caveats") or []),
-                                       f"the ledger spent epsilon {spent:.6g}, above the budget {budget:g}"]
-    return report
+    if method.private and getattr(method, "ledger", None) is not None:
+        check_declared(method.ledger, steps if method.accounts_steps else 0)
 
 
 def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
     """The privacy report a run states, the same in ``metrics.json`` and in every checkpoint (whose record a
-    release, a sweep row and a table cell read: dpgen.train.run_record): the method's report, how it treats
-    the dataset size ``n`` (the declared one), what it does not cover, and where its randomness comes from."""
-    report = size_is_public(method.privacy_report(), method, n)
-    if report.get("private"):
-        report = add_not_covered(report, WALL_CLOCK_NOT_COVERED)
-        if getattr(cfg.dataset, "n_train_counted", False):  # your own data, dataset.n_train=0
-            report = add_not_covered(report, COUNTED_N_NOT_COVERED.format(n=int(n), path=cfg.dataset.path))
-        holdout = float(getattr(cfg.dataset, "validation", 0.0) or 0.0)
-        if holdout > 0:
-            report = {**report, "validation_holdout": HOLDOUT_TEXT.format(f=holdout)}
-    return {**within_budget(selection_not_covered(report, cfg)), "mechanism_randomness": (
-        "OS entropy: batch sampling, directions and noise are unpredictable from the public seed"
-        if cfg.privacy.secret_randomness else
-        "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret")}
+    release, a sweep row and a table cell read: dpgen.train.run_record): the method's report with the run's
+    facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`)."""
+    from dpgen.privacy.report import RunFacts, run_report
+
+    ds = cfg.dataset
+    facts = RunFacts(
+        n=int(n), poisson=method.sampling == "poisson",
+        counted_n_from=str(ds.path) if getattr(ds, "n_train_counted", False) else None,
+        validation=float(getattr(ds, "validation", 0.0) or 0.0),
+        own_data=str(ds.path) if getattr(ds, "path", None) else None,
+        own_test_held_out=bool(getattr(ds, "path", None)) and not own_test_split(cfg),
+        selected_on_private=getattr(cfg.privacy, "selected_on_private", None),
+        secret_randomness=bool(cfg.privacy.secret_randomness),
+        secure_rng=bool(getattr(cfg.privacy, "secure_rng", False)))
+    return run_report(method.privacy_report(), facts)
+
+
+def own_test_split(cfg) -> bool:
+    """Whether your own data (dataset=folder / npz) bring a test split of their own (else a part is held out)."""
+    from dpgen.data.own import has_test_split
+
+    return has_test_split(cfg.dataset.name, str(cfg.dataset.path))
 
 
 class Run:
@@ -272,9 +224,11 @@ class Run:
         seed_everything(cfg.seed)  # models, generated codes and labels, public batches: from the seed
         self.sampler_gen, self.noise_gen = mechanism_generators(cfg, self.device)
         task.setup(cfg, self.device)
-        if t.batch_size > task.n_private:  # the declared (public) size
-            raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set (dataset.n_train="
-                             f"{task.n_private} records): lower trainer.batch_size.")
+        if t.batch_size > task.n_private:  # the declared (public) size; a counted one is not said in an error
+            n_said = ("counted from dataset.path" if getattr(cfg.dataset, "n_train_counted", False) else
+                      f"dataset.n_train={task.n_private} records")
+            raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({n_said}): lower "
+                             "trainer.batch_size.")
         self.steps = task.requested_steps(cfg)
         self.ckpt = Checkpointer(self.out / "checkpoints")
         self.state = load_checkpoint(cfg, self.ckpt)
@@ -282,11 +236,19 @@ class Run:
         self.carried = carried_ledger(cfg, self.out) if self.state is None else None
         if self.state is None and self.carried is None:
             fresh_folder(self.out)
+        #: which run wrote the checkpoint: every file that describes its weights (selection.json, a release) names
+        #: it, and a reader refuses a file of another run that used this folder before (dpgen.tasks.finished_run)
+        self.run_id = str((self.state or {}).get("run_id") or uuid.uuid4().hex)
         calib_steps, self.settings = prepare_resume(self.state if self.state is not None else self.carried,
                                                     self.steps, cfg, n_private=task.n_private,
                                                     task_keys=task.task_keys)
         self.method, self.models = task.build(cfg, calib_steps, self.device)
         check_declared_size(cfg, self.method, task)
+        check_budget(self.method, self.steps)  # calibrated or refused before anything is trained or released
+        if getattr(cfg.dataset, "n_train_counted", False):  # said once the data and the method are set up
+            print(f"[dpgen] dataset={cfg.dataset.name}: dataset.n_train=0, so the training records at "
+                  f"{cfg.dataset.path} were counted: {task.n_private:,}, treated as public (it sets q = B / n; the "
+                  "report says so). Declare dataset.n_train=<n> to fix it instead.", file=sys.stderr, flush=True)
         self.method.rng = self.noise_gen  # the mechanism's randomness (also for a release before training)
         self.nets = torch.nn.ModuleDict(self.models)
         self.params = list(self.nets.parameters()) + list(self.method.parameters())
@@ -427,7 +389,7 @@ class Run:
             self.cfg, self.step, self.sampler_gen, self.noise_gen, self.settings, models=self.nets.state_dict(),
             optimizer=self.opt.state_dict(), method=m.state_dict(),
             ema=self.ema.model.state_dict() if self.ema is not None else None,
-            elapsed=self.elapsed(), privacy=record)))
+            elapsed=self.elapsed(), privacy=record, run_id=self.run_id)))
 
     def finish(self) -> Dict[str, Any]:
         """Evaluate what is released and write ``metrics.json`` (the ledger is final: no step follows)."""
@@ -469,4 +431,4 @@ class Run:
         return metrics
 
 
-__all__ = ["Run", "WALL_CLOCK_NOT_COVERED", "check_declared_size", "privacy_block"]
+__all__ = ["Run", "check_declared_size", "privacy_block"]

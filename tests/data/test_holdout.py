@@ -73,6 +73,20 @@ def test_the_config_refuses_a_bad_fraction():
     assert DatasetConfig(name="digits", n_train=1437, validation=0.05).validation == 0.05
 
 
+def _task(loaded: int, declared: int = 100):
+    """A task whose private records' owner holds ``loaded`` records with ``declared`` declared."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from dpgen.data import ArrayDataset
+    from dpgen.data.private import PrivateData
+
+    ds = ArrayDataset(torch.zeros(loaded, 1, 2, 2), torch.zeros(loaded, dtype=torch.int64), name="digits",
+                      num_classes=10)
+    return SimpleNamespace(data=PrivateData.holding(ds, n=declared, name="digits"))
+
+
 def test_a_replace_one_method_is_refused_with_a_holdout():
     from types import SimpleNamespace
 
@@ -82,9 +96,9 @@ def test_a_replace_one_method_is_refused_with_a_holdout():
         name="dpsinkhorn_adv"))
     method = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=True)
     with pytest.raises(ValueError, match="dataset.validation=0.05 with dpsinkhorn_adv"):
-        check_declared_size(cfg, method, SimpleNamespace(n_records=95))
+        check_declared_size(cfg, method, _task(95))
     poisson = SimpleNamespace(private=True, sampling="poisson", accounts_steps=True)
-    check_declared_size(cfg, poisson, SimpleNamespace(n_records=95))  # add/remove: parallel composition holds
+    check_declared_size(cfg, poisson, _task(95))  # add/remove: parallel composition holds
 
 
 def test_full_batch_and_local_releases_are_refused_with_a_holdout_and_keep_their_size_rules():
@@ -101,14 +115,14 @@ def test_full_batch_and_local_releases_are_refused_with_a_holdout_and_keep_their
     for name, method in (("dpmerf", merf), ("entropic_ldp", ldp)):
         cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.05, n_train=100), method=SimpleNamespace(name=name))
         with pytest.raises(ValueError, match=f"dataset.validation=0.05 with {name}, whose neighbours replace one"):
-            check_declared_size(cfg, method, SimpleNamespace(n_records=95))
+            check_declared_size(cfg, method, _task(95))
     cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.0, n_train=100, name="digits"),
                           method=SimpleNamespace(name="dpmerf"))
     with pytest.raises(ValueError, match="dataset.n_train=100 is not the size") as err:
-        check_declared_size(cfg, merf, SimpleNamespace(n_records=95))
+        check_declared_size(cfg, merf, _task(95))
     assert "95" not in str(err.value)
-    check_declared_size(cfg, merf, SimpleNamespace(n_records=100))
-    check_declared_size(cfg, ldp, SimpleNamespace(n_records=95))  # local: n is not in its guarantee
+    check_declared_size(cfg, merf, _task(100))
+    check_declared_size(cfg, ldp, _task(95))  # local: n is not in its guarantee
 
 
 @pytest.mark.parametrize("method", ["dpmerf", "entropic_ldp"])

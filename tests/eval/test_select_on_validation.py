@@ -62,7 +62,7 @@ def test_selection_reads_only_the_held_out_part_and_writes_no_score(run_cli, tmp
     assert sel["epsilon_total"] == max(privacy["epsilon_spent"], 1.0)
     assert "add/remove" in sel["neighbouring_relation"] and "parallel" in sel["composition"]
     assert set(sel) == {"run", "candidates", "chosen", "held_out", "score", "samples", "mechanism", "sensitivity",
-                        "epsilon", "delta", "neighbouring_relation", "composition", "checkpoint_step", "run_epsilon_spent",
+                        "epsilon", "delta", "neighbouring_relation", "composition", "checkpoint_step", "run_id", "run_epsilon_spent",
                         "run_delta", "epsilon_total", "not_covered", "seconds"}  # no scores, no counts
     assert re.search(r"task\.sharpen=\S+ task\.sharpen_at=\S+", out)
     # the release goes through the chosen curve and states the selection and the pair's epsilon

@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 register_configs()
 #: metrics fields that are timings or where the files went, not functions of the data
 _VOLATILE = {"wall_seconds", "eval_seconds", "train_seconds", "loop_seconds", "steps_per_second", "timing_ms_per_step", "checkpoint",
-             "samples_png", "release_cache", "cache", "timing", "timed_steps"}
+             "samples_png", "release_cache", "cache", "timing", "timed_steps",
+             # a random identifier of the run (uuid4 from the OS), drawn independently of the data
+             "run_id"}
 
 
 def _cfg(*overrides):

@@ -58,13 +58,22 @@ def test_accountant_counts_every_private_batch(tmp_path):
 def test_run_refuses_to_exceed_the_budget(tmp_path):
     from dpgen.tasks import run as run_task
 
-    cfg = _cfg("privacy.epsilon=0.3", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
+    cfg = _cfg("privacy.epsilon=1.0", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
                "method.k=50", "method.noise_multiplier=2.0", "method.center=none")
     m = run_task(cfg, tmp_path)
-    assert m["steps"] < 100000
+    assert 0 < m["steps"] < 100000
     assert m["stop_reason"].startswith("privacy budget")
-    assert m["privacy"]["epsilon_spent"] <= 0.3
+    assert m["privacy"]["epsilon_spent"] <= 1.0
     assert m["steps"] == m["privacy"]["max_steps_in_budget"]
+    # a given noise with which not one step fits is refused before anything is trained (issue 83: the run used to
+    # train 0 steps and release the untrained generator)
+    from dpgen.privacy.validation import PrivacyParameterError
+
+    cfg = _cfg("privacy.epsilon=0.3", "trainer.epochs=null", "trainer.steps=100000", "task.eval_models=[]",
+               "method.k=50", "method.noise_multiplier=2.0", "method.center=none")
+    with pytest.raises(PrivacyParameterError, match="would train 0 steps"):
+        run_task(cfg, tmp_path / "zero")
+    assert not (tmp_path / "zero" / "metrics.json").exists()
 
 
 def _nan_loss_at_step(monkeypatch, k: int) -> None:
