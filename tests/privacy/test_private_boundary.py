@@ -34,8 +34,9 @@ def _write_npz(path, x, y):
     np.savez(path, x=x, y=y)
     from dpgen.data import own
 
-    own._npz.cache_clear()
-    own._npz_records.cache_clear()
+    for cached in (own._npz, getattr(own, "_npz_records", None)):  # a new file at an old path: read it again
+        if cached is not None:
+            cached.cache_clear()
     return str(path)
 
 
