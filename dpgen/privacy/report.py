@@ -49,7 +49,10 @@ HOLDOUT_TEXT = ("dataset.validation={f:g}: the records whose public hash (dpgen.
 
 RANDOMNESS = {
     "secure": "the OS's cryptographically secure generator (privacy.secure_rng): batch sampling, directions and noise "
-              "are unpredictable, and no generator state exists to leak or checkpoint",
+              "are unpredictable, and no generator state exists to leak or checkpoint; each Gaussian is the sum of "
+              "4 draws over 2, as opacus' secure_mode draws it (dpgen.utils.noise). Not covered: the floating-point "
+              "rounding of the noisy sum itself, and entropic-LDP's local release (numpy's generator seeded from OS "
+              "entropy)",
     "secret": "OS entropy: batch sampling, directions and noise are unpredictable from the public seed",
     "seeded": "seeded from `seed` (reproducible): the guarantee holds only while the seed stays secret",
 }
