@@ -135,9 +135,10 @@ def _run(run_cli, folder, *extra):
 
 def test_a_run_a_selection_and_a_release_write_only_listed_files_and_a_stale_selection_is_refused(run_cli, tmp_path):
     """Everything the folder holds is in RUN_FILES. A selection made on a dataset.validation run does not outlive
-    it: a fresh start in the folder (here without a holdout: the generator is trained on every record) removes
-    selection.json and the release, and a copy put back is refused by `dpgen sample` (2ad157b released it with
-    the selection's epsilon 9.9994 and 'held out ... composes in parallel')."""
+    the weights it was made for: a resume that trains again and a fresh start in the folder (here without a holdout:
+    the generator is trained on every record) remove selection.json and the release, and a copy put back is refused
+    by `dpgen sample` (2ad157b released it with the selection's epsilon 9.9994 and 'held out ... composes in
+    parallel')."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import select_on_validation as sov
 
@@ -146,16 +147,24 @@ def test_a_run_a_selection_and_a_release_write_only_listed_files_and_a_stale_sel
     from dpgen.train.publication import RUN_FILES
 
     run = tmp_path / "run"
-    _run(run_cli, run, "dataset.validation=0.2")
+    noise = "method.noise_multiplier=3.0"  # a given noise: the budget leaves room to train on (below)
+    _run(run_cli, run, "dataset.validation=0.2", noise)
     assert sov.main([str(run), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
     release(run, n=100)
     listed = {f.name for f in RUN_FILES}
     assert {p.name for p in run.iterdir()} <= listed, sorted({p.name for p in run.iterdir()} - listed)
     kept = tmp_path / "selection.json"
     shutil.copy(run / "selection.json", kept)
+    # a resume that trains again: the selection and the release described the step-30 weights
+    out = _run(run_cli, run, "dataset.validation=0.2", noise, "resume=auto", "trainer.steps=40")
+    assert "training continues from step 30: removed" in out and "selection.json" in out
+    assert not (run / "selection.json").exists() and not (run / "release").exists()
+    shutil.copy(kept, run / "selection.json")
+    with pytest.raises(ReleaseError, match="step 30.*step 40"):
+        release(run, n=100)
     out = _run(run_cli, run)  # a fresh start in the same folder, every record trained on
     assert not (run / "selection.json").exists() and not (run / "release").exists()
-    assert "selection.json" in out and "release" in out  # said: removed the earlier run's ...
+    assert "removed the earlier run's" in out and "selection.json" in out
     shutil.copy(kept, run / "selection.json")
     with pytest.raises(ReleaseError, match="made for other weights"):
         release(run, n=100)
