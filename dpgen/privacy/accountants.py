@@ -75,7 +75,7 @@ class _SubsampledGaussianAccountant(Accountant):
     """Common bookkeeping: a history of (noise_multiplier, sample_rate, num_steps) groups."""
 
     #: how a :class:`dpgen.privacy.ledger.Ledger` kept by this accountant calibrates, searches and cross-checks: a
-    #: class of :mod:`dpgen.privacy.ledger_accountants` (:func:`ledger_accountant`); by default the ledger replays
+    #: class of :mod:`dpgen.privacy.ledger_accountants` (its ``ledger_accountant``); by default the ledger replays
     #: its history into a fresh accountant of this class
     ledger_family = "ReplayLedgerAccountant"
     #: what reports call it (None: its name)
@@ -422,21 +422,6 @@ for _name, _cls in {"wang_wor": WangWORAccountant, "rdp": RDPAccountant, "opacus
 def make_accountant(name: str, **kwargs) -> Accountant:
     """Build an accountant by name: rdp, opacus_rdp, opacus_prv, moments, pld, wang_wor, bdp, wdp."""
     return ACCOUNTANTS.build(name, **kwargs)
-
-
-def ledger_accountant(name: str, sampling: str):
-    """What keeps a :class:`dpgen.privacy.ledger.Ledger` of ``sampling`` under accountant ``name`` (``auto``:
-    :func:`resolve_accountant`): an object of the class the accountant's ``ledger_family`` names in
-    :mod:`dpgen.privacy.ledger_accountants`, found by the one lookup of ``name`` in :data:`ACCOUNTANTS`."""
-    from dpgen.privacy import ledger_accountants  # it builds on dpgen.privacy.calibration, which imports this module
-
-    name = resolve_accountant(name, sampling)
-    family = getattr(ACCOUNTANTS.lookup(name), "ledger_family", None)
-    if family is None:
-        raise PrivacyParameterError(
-            f"privacy.accountant={name} accounts per-step privacy-loss statistics, not the subsampled Gaussian "
-            "mechanism a ledger holds: use privacy.accountant=auto (or rdp, pld, opacus_rdp, opacus_prv, moments)")
-    return getattr(ledger_accountants, family)(name, sampling)
 
 
 def epsilon_for(noise_multiplier: float, sample_rate: float, steps: int, delta: float,

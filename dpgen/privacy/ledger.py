@@ -33,7 +33,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence
 
-from dpgen.privacy.accountants import ACCOUNTANTS, ledger_accountant, resolve_accountant
+from dpgen.privacy.accountants import ACCOUNTANTS, resolve_accountant
+from dpgen.privacy.ledger_accountants import ledger_accountant
 from dpgen.privacy.calibration import steps_to_epsilon
 
 RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record independently at rate q = B / n, n the "
@@ -70,7 +71,7 @@ def _steps_in_budget(epsilon: float, delta: float, z: float, q: float, sampling:
 class Ledger:
     """The privacy ledger of one run (see the module doc). What depends on its accountant (how epsilon, the noise
     and the steps in budget are computed, the cross-checks, the report's text) it asks ``self.family``, the object
-    :func:`dpgen.privacy.accountants.ledger_accountant` finds for the accountant's name
+    :func:`dpgen.privacy.ledger_accountants.ledger_accountant` finds for the accountant's name
     (:mod:`dpgen.privacy.ledger_accountants`); the ledger itself never branches on that name."""
 
     def __init__(self, *, epsilon: float, delta: float, sampling: str, sample_rate: float,

@@ -1,7 +1,7 @@
 """How each family of accountants keeps a :class:`dpgen.privacy.ledger.Ledger`.
 
 The ledger asks one object, found by the one lookup of its accountant's name in the accountant registry
-(:func:`dpgen.privacy.accountants.ledger_accountant`: the class that the accountant's ``ledger_family`` names),
+(:func:`ledger_accountant`: the class that the accountant's ``ledger_family`` names),
 and never branches on that name. Every family answers the same small interface:
 
 * ``new_accountant(sample_rate)``: the accountant that records the ledger's history;
@@ -28,17 +28,17 @@ The families:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from dpgen.privacy.accountants import (ACCOUNTANTS, PLD_COARSE_INTERVAL, PLD_GUIDE_MAX_STEPS, PLD_INTERVAL,
                                        OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon,
-                                       make_accountant, pld_epsilon)
+                                       make_accountant, pld_epsilon, resolve_accountant)
 from dpgen.privacy.base import Accountant
 from dpgen.privacy.calibration import SURROGATES, calibrate_noise_multiplier, largest_steps, solve_noise
 from dpgen.privacy.local import geometric_bisect
+from dpgen.privacy.validation import PrivacyParameterError
 
-if TYPE_CHECKING:  # the ledger imports this module's classes through the accountant registry, never at import
-    from dpgen.privacy.ledger import Ledger
+# (annotations name "Ledger", dpgen.privacy.ledger's class, which imports this module: never imported here)
 
 Groups = Sequence[Tuple[float, float, int]]
 
@@ -224,5 +224,22 @@ class PLDLedgerAccountant(LedgerAccountant):
         return largest_steps(lambda t: ledger.epsilon_of(z, t), ledger.epsilon_budget, max(1, floor), guide=guide)
 
 
-__all__ = ["LedgerAccountant", "PLDLedgerAccountant", "RDPLedgerAccountant", "ReplayLedgerAccountant",
-           "replay_epsilon"]
+#: the families by the name an accountant class gives as its ``ledger_family``
+FAMILIES = {c.__name__: c for c in (ReplayLedgerAccountant, RDPLedgerAccountant, PLDLedgerAccountant)}
+
+
+def ledger_accountant(name: str, sampling: str):
+    """What keeps a :class:`dpgen.privacy.ledger.Ledger` of ``sampling`` under accountant ``name`` (``auto``:
+    :func:`resolve_accountant`): an object of the class the accountant's ``ledger_family`` names here
+    (:data:`FAMILIES`), found by the one lookup of ``name`` in the accountant registry."""
+    name = resolve_accountant(name, sampling)
+    family = getattr(ACCOUNTANTS.lookup(name), "ledger_family", None)
+    if family is None:
+        raise PrivacyParameterError(
+            f"privacy.accountant={name} accounts per-step privacy-loss statistics, not the subsampled Gaussian "
+            "mechanism a ledger holds: use privacy.accountant=auto (or rdp, pld, opacus_rdp, opacus_prv, moments)")
+    return FAMILIES[family](name, sampling)
+
+
+__all__ = ["FAMILIES", "LedgerAccountant", "PLDLedgerAccountant", "RDPLedgerAccountant", "ReplayLedgerAccountant",
+           "ledger_accountant", "replay_epsilon"]
