@@ -70,7 +70,27 @@ def privacy_settings(cfg, *, n_private: int, calibration_steps: int, task_keys: 
     flat = _flatten(s)
     flat["n_private"] = int(n_private)
     flat["calibration_steps"] = int(calibration_steps)
+    if OWN_SPLIT_KEY[1] is not None and _held_out_of_own_data(cfg.dataset):
+        # your own data without a test split: which records train is decided by the per-record hash since issue 83
+        # (a permutation over n before); a checkpoint of the old split lacks the key and is refused on resume
+        flat[OWN_SPLIT_KEY[0]] = OWN_SPLIT_KEY[1]
     return flat
+
+
+#: the privacy setting that names how your own data's held-out test part is drawn (dpgen.data.holdout)
+OWN_SPLIT_KEY = ("dataset.held_out_by", "per-record hash (dpgen.data.holdout.held_out_mask, salt dpgen-own-test-v1)")
+
+
+def _held_out_of_own_data(dataset) -> bool:
+    path = getattr(dataset, "path", None)
+    if not path:
+        return False
+    from dpgen.data.own import has_test_split
+
+    try:
+        return not has_test_split(str(dataset.name), str(path))
+    except (OSError, ValueError):
+        return False
 
 
 def calibration_steps(state: Optional[Dict[str, Any]], requested: int) -> int:

@@ -205,3 +205,22 @@ def test_own_data_errors_name_no_value_read_from_a_record(run_cli, tmp_path):
     assert code == 0 and not re.search(r"\b13 classes|num_classes 13|\.\.12\b", out), out[-2000:]  # unsaid
     code, out = run_cli("dataset=npz", f"dataset.path={path}", "trainer.steps=5", f"hydra.run.dir={tmp_path / 'k'}")
     assert code == 2 and "dataset.num_classes=K" in out and not re.search(r"\b13\b", out.replace(str(tmp_path), ""))
+
+
+def test_an_own_data_checkpoint_of_the_old_split_is_not_resumed(tmp_path):
+    """A checkpoint written when your own data's test part was a permutation over n (2ad157b) has no
+    dataset.held_out_by: resuming it on the per-record hash split would train on other records, so it is refused
+    with the setting named; data with a test split of their own, and dpgen's datasets, carry no such key."""
+    from dpgen.config import compose_config
+    from dpgen.train.publication import OWN_SPLIT_KEY, check_resume_settings, privacy_settings
+
+    rng = np.random.default_rng(6)
+    path = _write_npz(tmp_path / "d.npz", rng.integers(0, 255, (60, 8, 8), dtype=np.uint8), np.arange(60) % 3)
+    cfg = compose_config(["dataset=npz", f"dataset.path={path}", "dataset.num_classes=3"])
+    now = privacy_settings(cfg, n_private=cfg.dataset.n_train, calibration_steps=10)
+    assert now[OWN_SPLIT_KEY[0]] == OWN_SPLIT_KEY[1]
+    old = {k: v for k, v in now.items() if k != OWN_SPLIT_KEY[0]}
+    with pytest.raises(ValueError, match="dataset.held_out_by: checkpoint None"):
+        check_resume_settings(old, now)
+    digits = compose_config(["dataset=digits"])
+    assert OWN_SPLIT_KEY[0] not in privacy_settings(digits, n_private=1437, calibration_steps=10)
