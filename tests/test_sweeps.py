@@ -245,3 +245,21 @@ def test_the_sweep_picture_gives_epsilon_its_own_axis(tmp_path):
     assert [line.get_label() for line in ax.get_lines()] == ["logreg"]
     real_close(figs[0])
 
+
+
+def test_a_sweep_whose_output_goes_to_a_file_finishes(tmp_path):
+    """`python run.py -m ... > log 2>&1` (a file, a pipe, nohup, SLURM: not a TTY): job 1 died with 'I/O operation on
+    closed file' / 'lost sys.stderr' (issue 84). absl's logging handler, created while job 0 printed through the run
+    log's tee, closed the tee's stream (the process's stderr) when Hydra reconfigured logging for job 1; the tee's
+    close no longer reaches the stream (dpgen.utils.run_dir)."""
+    env = {**os.environ, "DPGEN_OUTPUTS": str(tmp_path), "MPLBACKEND": "Agg"}
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        p = subprocess.run([sys.executable, "run.py", "-m", "privacy.epsilon=1,10", "trainer.steps=20",
+                            "task.fid=false", "task.eval_models=[logreg]", "task.n_synthetic=200"],
+                           cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    text = log.read_text()
+    assert p.returncode == 0 and "lost sys.stderr" not in text, text[-3000:]
+    assert "job 1 [" in text and "sweep summary:" in text
+    sweep = next((tmp_path / "multirun").iterdir())
+    assert all((sweep / j / "metrics.json").is_file() for j in ("0", "1"))

@@ -215,6 +215,13 @@ class _Tee:
     def flush(self) -> None:
         self.stream.flush()
 
+    def close(self) -> None:
+        """Closing the tee closes nothing: a logging handler created while the run printed through it (absl's,
+        when a run imports it) keeps it as its stream, and closes its stream when the next sweep job reconfigures
+        logging unless that stream is a TTY. Passed on, that close shut the process's stderr under a sweep whose
+        output goes to a file or a pipe (issue 84: `python run.py -m ... > log` lost sys.stderr in job 1)."""
+        self.flush()
+
     def __getattr__(self, name):
         return getattr(self.stream, name)
 
