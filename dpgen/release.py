@@ -154,10 +154,25 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
                                         "seed": int(cfg.seed), "models": list(acc)},
         "fidelity_at_training_time": fidelity,
         "is_the_training_time_evaluation_set": same,
-        "evaluate_again": (f"python run.py task=evaluate task.synthetic={files['npz']} dataset={metrics.get('dataset')} "
-                           f"seed={int(cfg.seed)}"),
+        "evaluate_again": evaluate_again(cfg, metrics, files["npz"]),
         "files": files,
     }
+
+
+def evaluate_again(cfg, metrics: Dict[str, Any], npz: str) -> str:
+    """The command that evaluates the released set with the papers' protocol: the run's dataset with what it needs
+    to find its test split again (your own data: its path, its options, the declared class count and n; issue 84:
+    the command left out dataset.path and failed with exit 2)."""
+    import shlex
+
+    parts = ["python run.py", "task=evaluate", f"task.synthetic={shlex.quote(str(npz))}",
+             f"dataset={metrics.get('dataset')}"]
+    ds = cfg.dataset
+    if getattr(ds, "path", None):
+        parts += [f"dataset.path={shlex.quote(str(ds.path))}", f"dataset.num_classes={int(ds.num_classes)}",
+                  f"dataset.n_train={int(ds.n_train)}"]
+        parts += [f"+dataset.options.{k}={v}" for k, v in dict(ds.options or {}).items() if v is not None]
+    return " ".join(parts + [f"seed={int(cfg.seed)}"])
 
 
 def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]:

@@ -116,7 +116,7 @@ def _read_images(path: str, split: str, size: Optional[int]):
             if not size:
                 raise ValueError(f"dataset.path={path}: its images are not all of one size (the first is "
                                  f"{want[0]} x {want[1]}; the others' names and sizes are withheld: private). Give "
-                                 "dataset.options.size=<S> to resize every image to S x S")
+                                 "+dataset.options.size=<S> to resize every image to S x S")
             from PIL import Image
 
             im = im.resize(want, Image.BILINEAR)

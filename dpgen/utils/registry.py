@@ -20,7 +20,6 @@ read-only mapping (``name in R``, ``R[name]``, ``list(R)``) in registration orde
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import pkgutil
 from collections.abc import Mapping
@@ -83,8 +82,10 @@ class Registry(Mapping):
 
     def unknown(self, name: Any) -> ValueError:
         """The one error for a name that is not registered: the bad value, the choices, the closest name."""
-        close = difflib.get_close_matches(str(name), [*self.extra, *self.names()], n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        from dpgen.utils.suggest import closest
+
+        close = closest(str(name), [*self.extra, *self.names()])
+        hint = f" (did you mean {close}?)" if close else ""
         return self.error(f"{self.key}={name!r} is not a known {self.kind}{hint}: choose one of {self.choices()}.")
 
     def get(self, name: str, default: Any = None) -> Any:  # Mapping.get, kept for `name in` style lookups

@@ -16,8 +16,23 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 from omegaconf import DictConfig, OmegaConf
 
 
+def abbreviations(name: str) -> List[str]:
+    """The short forms a user types for a name of several underscored words: ``fashion_mnist`` -> ``fmnist``
+    (initials, then the last word) and ``fm`` (initials)."""
+    parts = [p for p in name.split("_") if p]
+    if len(parts) < 2:
+        return []
+    return ["".join(p[0] for p in parts[:-1]) + parts[-1], "".join(p[0] for p in parts)]
+
+
 def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    """The candidate ``word`` abbreviates (``fmnist`` -> ``fashion_mnist``; when one only does), else the closest
+    spelling (difflib; ``fmnist`` alone would give ``mnist``)."""
+    candidates = list(candidates)
+    short = [c for c in candidates if word in abbreviations(c)]
+    if len(short) == 1:
+        return short[0]
+    found = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return found[0] if found else None
 
 

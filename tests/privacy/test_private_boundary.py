@@ -183,6 +183,17 @@ def test_own_data_reports_what_is_public_by_construction(run_cli, tmp_path):
     nc = str(p["not_covered"])
     assert "the test split held out of dataset.path" in nc and "its size (downstream n_test)" in nc
     assert "image shape and channels" in nc
+    # the release's re-evaluation command finds the own data's test split again (issue 84: it left out dataset.path)
+    import shlex
+
+    from dpgen.release import release
+
+    sheet = release(tmp_path / "run", n=200)
+    command = shlex.split(sheet["evaluate_again"])
+    assert command[:2] == ["python", "run.py"] and f"dataset.path={path}" in command
+    code, out = run_cli(*command[2:], "task.eval_models=[logreg]", "trainer.progress=false",
+                        f"hydra.run.dir={tmp_path / 'again'}")
+    assert code == 0 and (tmp_path / "again" / "metrics.json").exists(), out[-2000:]
 
 
 def test_own_data_errors_name_no_value_read_from_a_record(run_cli, tmp_path):

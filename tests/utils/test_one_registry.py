@@ -88,3 +88,15 @@ def test_the_built_in_methods_need_no_import_list():
 
     text = Path(pkg.__file__).read_text()
     assert "import_module" not in text and "dpsinkhorn" not in text
+
+
+def test_an_abbreviated_name_is_suggested_in_full(run_cli):
+    """dataset=fmnist suggested mnist (the closest spelling); the name it abbreviates is fashion_mnist (issue 84).
+    The same rule serves a registry's error and the command line's."""
+    from dpgen.utils.suggest import abbreviations, closest
+
+    assert abbreviations("fashion_mnist") == ["fmnist", "fm"] and abbreviations("mnist") == []
+    assert closest("fmnist", ["mnist", "fashion_mnist", "mnist10k"]) == "fashion_mnist"
+    assert closest("mnistt", ["mnist", "fashion_mnist"]) == "mnist"
+    code, out = run_cli("dataset=fmnist")
+    assert code == 2 and "did you mean fashion_mnist?" in out, out
