@@ -96,23 +96,25 @@ def _subsampled_gaussian(m: SubsampledGaussian, budget: Budget, s: Setting) -> D
                                "sensitivity": m.sensitivity, "accountant": accountant, "accountant_reason": why,
                                "calibrated_noise_multiplier": cal["noise_multiplier"],
                                "calibrated_sigma": cal["sigma"]}
-    lines.append(f"  calibrated noise multiplier for these steps = {cal['noise_multiplier']:.6g} "
-                 f"(noise std {cal['sigma']:.6g})")
     calibrated = m.noise_multiplier is None  # the run calibrates: this noise
+    lines.append(f"  calibrated noise multiplier for these steps = {cal['noise_multiplier']:.6g} "
+                 f"(noise std {cal['sigma']:.6g})" + ("" if calibrated else
+                                                      "; not used: method.noise_multiplier is given (below)"))
     z = cal["noise_multiplier"] if calibrated else float(m.noise_multiplier)
     eps = epsilon_for(z, q, steps, budget.delta, sampling, accountant)
     checks = _cross_check(budget, z, q, steps, sampling, accountant)
     summary.update({"noise_multiplier": z, "noise_std": z * m.sensitivity, "epsilon": eps,
                     "epsilon_cross_check": checks})
     what = ("method.noise_multiplier=null: the run uses the calibrated noise multiplier" if calibrated else
-            "configured noise multiplier")
+            "method.noise_multiplier given: the run uses this configured noise multiplier,")
     lines.append(f"  {what} {z:.6g} (noise std {z * m.sensitivity:.6g}): "
                  f"epsilon after {steps} steps = {eps:.4f} ({_text(accountant)})")
     lines += [f"    cross-check {_text(k)}: epsilon = {v:.4f}" for k, v in checks.items()]
     if not calibrated:  # a calibrated noise spends the budget in the requested steps
         max_steps = steps_to_epsilon(budget.epsilon, budget.delta, z, q, sampling, accountant)
         summary["steps_to_budget"] = max_steps
-        lines.append(f"  steps until epsilon reaches {budget.epsilon}: {max_steps}")
+        lines.append(f"  steps until epsilon reaches {budget.epsilon}: {max_steps}"
+                     + (f" (the run stops there, before its {steps} steps)" if max_steps < steps else ""))
     return {"summary": summary, "lines": lines, "relation": RELATIONS.get(sampling)}
 
 

@@ -32,6 +32,11 @@ def test_a_given_noise_reports_the_steps_the_budget_allows():
     steps = s["steps_to_budget"]
     led = make_ledger(SubsampledGaussian("poisson", 0.01, 1.0), epsilon=1.0, delta=1e-5, accountant="rdp")
     assert led.epsilon_of(1.0, steps) <= 1.0 < led.epsilon_of(1.0, steps + 1)
+    # which of the two noise multipliers printed a run uses (issue 84: both were printed, neither named)
+    text = "\n".join(out["lines"])
+    assert "; not used: method.noise_multiplier is given" in text
+    assert "the run uses this configured noise multiplier, 1 " in text
+    assert (f"steps until epsilon reaches 1.0: {steps} (the run stops there" in text) == (steps < 100)
 
 
 def test_a_partition_draw_without_replacement_falls_back_to_rdp_for_a_poisson_only_accountant():
