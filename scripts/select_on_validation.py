@@ -57,7 +57,6 @@ def parse_candidate(text: str):
 def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed=None, rng=None,
            progress: bool = True) -> dict:
     import numpy as np
-    import torch
 
     from dpgen.data.private import PrivateData
     from dpgen.eval.downstream import fit_logreg

@@ -30,7 +30,6 @@ from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import DataInfo, register
 from dpgen.privacy import clipping
-from dpgen.privacy.clipping import clip_per_sample  # noqa: F401 (the tests import it from here)
 from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import check_positive

@@ -50,8 +50,6 @@ class ImageGradientMechanism:
         """Clip a gradient tensor (torch) to l2 norm C as a whole and add the Gaussian noise. A gradient
         whose norm is not finite (a record with inf / NaN values in the batch) is replaced by 0 before
         the noise: the sensitivity 2C holds for every input, and the release stays finite."""
-        import torch
-
         from dpgen.privacy.clipping import clip_whole
         from dpgen.utils.noise import gaussian
 

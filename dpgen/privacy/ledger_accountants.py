@@ -28,7 +28,7 @@ The families:
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from dpgen.privacy.accountants import (ACCOUNTANTS, PLD_COARSE_INTERVAL, PLD_GUIDE_MAX_STEPS, PLD_INTERVAL,
                                        OpacusRDPAccountant, RDPAccountant, WangWORAccountant, autodp_epsilon,
@@ -38,7 +38,8 @@ from dpgen.privacy.calibration import SURROGATES, calibrate_noise_multiplier, la
 from dpgen.privacy.local import geometric_bisect
 from dpgen.privacy.validation import PrivacyParameterError
 
-# (annotations name "Ledger", dpgen.privacy.ledger's class, which imports this module: never imported here)
+#: dpgen.privacy.ledger.Ledger in annotations: that module imports this one, so it is not imported here
+Ledger = Any
 
 Groups = Sequence[Tuple[float, float, int]]
 

@@ -248,7 +248,6 @@ class StructuredFrame:
 
     @classmethod
     def draw(cls, d: int, k: int, generator, device=None, rounds: int = STRUCTURED_ROUNDS):
-        import torch
         from dpgen.utils.noise import permutation, randint
 
         d = check_positive_int(d, "d", "the data dimension")

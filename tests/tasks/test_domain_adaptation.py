@@ -11,7 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 
 from dpgen.config import register_configs, validate
 from dpgen.methods.da_dpswd import DADPSWD, bound_representation
-from dpgen.methods.dpdann import DPDANN, OpacusGhostClip, OpacusPerSample, clip_per_sample, per_sample_grads
+from dpgen.methods.dpdann import DPDANN, OpacusGhostClip, OpacusPerSample, per_sample_grads
+from dpgen.privacy.clipping import clip_per_sample
 from dpgen.models.da_nets import make_da_nets
 from dpgen.tasks import run as run_task
 from dpgen.tasks.domain_adaptation import load_domains
