@@ -274,6 +274,10 @@ class AccountingTaskConfig(TaskConfig):
 
 #: task.logreg_solver's choices (dpgen/eval/downstream.py::fit_logreg)
 LOGREG_SOLVERS = ("fused", "sklearn")
+#: task.fidelity: dpgen.tasks.generation.fid_counts says what each means
+FIDELITY_PROTOCOLS = ("auto", "quick", "full")
+#: images a side for FID and KID at least (KID's 10-group jackknife needs 12)
+FIDELITY_MIN_IMAGES = 12
 
 
 @dataclass
@@ -293,8 +297,15 @@ class GenerationTaskConfig(TaskConfig):
     #: (pytorch-fid's Inception weights from $DPGEN_FID_WEIGHTS or the torch hub cache: `make fid-weights`):
     #: auto (computed when the weights are installed, else n/a), true (a warning when they are not), false
     fid: Any = "auto"
-    #: generated images for FID (null: min(10,000, 5 x the test split); the DP-Sinkhorn paper: 60,000)
+    #: the fidelity protocol (dpgen.tasks.generation.fid_counts; FID, KID and precision / recall on one feature
+    #: pass): quick (KID headline: 300 generated vs at most 1,000 real test images), full (FID headline:
+    #: min(10,000, 5 x the test split) generated vs the whole test split), auto (full on a GPU or with
+    #: fid_samples set, else quick)
+    fidelity: str = "auto"
+    #: generated images for FID and KID (null: the protocol's count; the DP-Sinkhorn paper: 60,000)
     fid_samples: Optional[int] = None
+    #: real test images they are compared with (null: the protocol's; a seeded subset when fewer than the split)
+    fid_real: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.n_synthetic is not None:
@@ -305,10 +316,14 @@ class GenerationTaskConfig(TaskConfig):
         if self.fid not in (True, False, "auto"):
             raise ValueError(f"task.fid={self.fid!r}: use true, false or auto (auto: FID when the Inception weights "
                              "are installed)")
-        if self.fid_samples is not None:
-            check_positive_int(self.fid_samples, "task.fid_samples")
-            if self.fid_samples < 2:
-                raise ValueError(f"task.fid_samples={self.fid_samples}: FID needs at least 2 generated images")
+        _choice(self.fidelity, "task.fidelity", FIDELITY_PROTOCOLS)
+        for key in ("fid_samples", "fid_real"):
+            v = getattr(self, key)
+            if v is not None:
+                check_positive_int(v, f"task.{key}")
+                if v < FIDELITY_MIN_IMAGES:
+                    raise ValueError(f"task.{key}={v}: FID and KID need at least {FIDELITY_MIN_IMAGES} images a side "
+                                     f"(KID's jackknife); use task.{key}>={FIDELITY_MIN_IMAGES} or task.fid=false")
 
 
 def curve_problem(slope, at) -> str:

@@ -97,6 +97,13 @@ def job_row(job: Path, sweep: Path) -> Dict[str, Any]:
         row.update(headline(m))
         row["wall_s"] = m.get("wall_seconds", m.get("train_seconds"))
         return row
+    if rec.status == "evaluating":  # trained; the evaluation stopped: its finished parts are in the row
+        m = rec.result
+        if rec.privacy or m.get("privacy"):
+            row["epsilon"] = PrivacyReport.of(rec.privacy or m["privacy"], m.get("method")).cells()["epsilon_spent"]
+        row.update(steps=m.get("steps"), **headline(m))
+        row["status"] = f"trained, evaluation interrupted: {resume}"
+        return row
     if rec.status in ("stale", "interrupted"):
         if rec.checkpoint_step is not None:
             where = f"checkpoint at step {rec.checkpoint_step}"

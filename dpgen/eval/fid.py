@@ -225,11 +225,32 @@ def _build_fid_inception() -> nn.Module:
 FLOPS_PER_IMAGE = 11.42e9
 
 
-def estimate_seconds(n_images: int, gflops_per_thread: float = 45.0) -> float:
-    """A rough estimate of the CPU feature pass over ``n_images`` for the long-run notice: FLOPS_PER_IMAGE at
-    ``gflops_per_thread`` per thread (``make bench``'s FID row: 13 images/s on 2 threads, 0.8 of the matmul floor,
-    is about 74 GFLOP/s; 45 per thread leaves room for a loaded machine)."""
-    return n_images * FLOPS_PER_IMAGE / (gflops_per_thread * 1e9 * max(1, torch.get_num_threads()))
+_SGEMM_RATE: Dict[int, float] = {}
+
+
+def sgemm_rate() -> float:
+    """FLOP/s of a 1,024 x 1,024 float32 matrix product on the CPU at this process's thread count, best of 3 (about
+    30 ms; measured once per thread count): the rate the Inception pass runs at (``make bench``'s FID row: the pass
+    takes 1.04 x its FLOPs at this rate on AVX-512)."""
+    import time
+
+    n = torch.get_num_threads()
+    if n not in _SGEMM_RATE:
+        a = torch.randn(1024, 1024)
+        best = float("inf")
+        for _ in range(4):  # the first warms the allocator and the threads
+            t0 = time.perf_counter()
+            a @ a
+            best = min(best, time.perf_counter() - t0)
+        _SGEMM_RATE[n] = 2 * 1024 ** 3 / max(best, 1e-9)
+    return _SGEMM_RATE[n]
+
+
+def estimate_seconds(n_images: int, rate: Optional[float] = None) -> float:
+    """The CPU feature pass over ``n_images``, estimated for the notices printed before it: FLOPS_PER_IMAGE at 0.9 of
+    the sgemm rate measured here and now (:func:`sgemm_rate`; ``rate`` replaces it). 2 idle AVX-512 cores,
+    2026-12-05: 20 images/s measured, 19.6 estimated (sgemm 248 GFLOP/s)."""
+    return n_images * FLOPS_PER_IMAGE / (0.9 * (rate or sgemm_rate()))
 
 
 def tf1_resize_matrix(n_in: int, n_out: int) -> torch.Tensor:
@@ -480,6 +501,15 @@ def load_statistics(path) -> Tuple[np.ndarray, np.ndarray, dict]:
 
 def _features_path(stats_path: Path) -> Path:
     return stats_path.with_name(stats_path.name.replace("fid_stats_", "fid_features_", 1))
+
+
+def features_cached(name: str, images, weights_name: str, cache_dir=None) -> bool:
+    """Whether :func:`real_features` of these images is cached (in ``cache_dir``, else outputs/fid_stats)."""
+    from dpgen.utils.io import outputs_dir
+
+    spath = stats_cache_path(name, len(images), weights_name, cache_dir or (outputs_dir() / "fid_stats"),
+                             content_digest(images))
+    return spath.is_file() and _features_path(spath).is_file()
 
 
 def real_features(name: str, images, cache_dir, weights=None, device="auto", batch_size: int = 50,

@@ -39,7 +39,7 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None)
     if record.status == "stale":
         raise ReleaseError(f"{record.stale_reason()}. Finish it (python run.py <its overrides> resume=auto "
                            f"hydra.run.dir={run}) and sample again.")
-    metrics = record.metrics
+    metrics = record.result  # finished, or trained with its evaluation interrupted: the weights are final
     if metrics.get("task") != "generation":
         raise ReleaseError(f"{run} is a task={metrics.get('task')} run: only a generation run has a generator to sample")
     if record.privacy is None:

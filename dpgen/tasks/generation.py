@@ -97,7 +97,10 @@ class GenerationTask(Task):
 
     quick_overrides = "trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]"
 
-    def evaluation_estimate(self, cfg):
+    def evaluation_estimate(self, cfg, n_test: Optional[int] = None, real_cached: bool = False):
+        """(seconds on a CPU, what): the classifiers on the synthetic set, and the fidelity pass over its generated
+        images and (unless ``real_cached``) the real test images' features; ``n_test``: the test split's size when
+        known (else the declared ``dataset.n_test``, else 10,000)."""
         from dpgen.eval.downstream import estimate_seconds
         from dpgen.utils.device import resolve_device
 
@@ -113,22 +116,24 @@ class GenerationTask(Task):
         if fid_enabled(cfg) and len(getattr(self, "shape", cfg.dataset.shape or ())) == 3 and device.type == "cpu":
             from dpgen.eval.fid import estimate_seconds as fid_seconds
 
-            n_fid = fid_samples(cfg.task, int(cfg.dataset.n_test or 0) or 10000)
-            secs += fid_seconds(n_fid)
-            parts.append(f"FID on {n_fid:,} generated images (Inception at 299 x 299; the test split's features once "
-                         "more when not cached; task.fid=false or task.fid_samples change that)")
+            c = fid_counts(cfg.task, n_test or int(cfg.dataset.n_test or 0) or 10000, device)
+            secs += fid_seconds(c.generated + (0 if real_cached else c.real))
+            parts.append(f"fidelity, {c.protocol} protocol, on {c.describe()}"
+                         + ("" if real_cached else " (the real images' features once, then cached)")
+                         + "; task.fid=false, task.fidelity=quick or task.fid_samples=<fewer> change that")
         return secs, "; ".join(parts)
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
-        from dpgen.models import count_parameters
-
-        from dpgen.models import released_generator
+        from dpgen.data import as_tensors, load_split
+        from dpgen.models import count_parameters, released_generator
 
         gen = models["generator"]
         m: Dict[str, Any] = {"generator": type(gen).__name__, "generator_parameters": count_parameters(gen)}
         gen = released_generator(gen, cfg.model)  # model.sharpen: what is evaluated is what a release draws
         if gen is not models["generator"]:
             m["sharpen"] = {"slope": gen.k, "at": gen.at}
+        test = as_tensors(load_split(cfg.dataset, "test"))  # read once: the classifiers and the fidelity pass
+        self.say_estimate(cfg, device, test[0])
         with torch.no_grad():  # 8 rows; with labels, column j shows class j
             k = self.num_classes
             y_grid = torch.arange(k, device=device).repeat(8) if k else None
@@ -138,16 +143,33 @@ class GenerationTask(Task):
                 save_grid(xg, output_dir / "samples.png", nrow=k or 8)
                 m["samples_png"] = str(output_dir / "samples.png")
         if cfg.task.eval_models:
-            m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private)
+            m["downstream"] = evaluate_generator(cfg, gen, self.shape, device, n_private=self.n_private, test=test)
         elif k:  # no classifiers: still the class-mean baseline and the spread (on at most 2,000 samples)
-            m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private)
+            m["downstream"] = fidelity_without_classifiers(cfg, gen, device, self.n_private, test=test)
         if self.fid_on:
+            self.part_done(m, left="the fidelity pass (FID, KID, precision / recall)")
             m.update(fid_of_generator(cfg, gen, self.shape, device, progress=bool(cfg.trainer.progress),
-                                      resume_dir=output_dir / "fid_partial"))
+                                      resume_dir=output_dir / "fid_partial", test=test))
         elif cfg.task.fid == "auto" and len(self.shape) == 3:
             m.update({"fid": None, "fid_missing": "task.fid=auto and the FID Inception weights are not installed "
                                                   "(make fid-weights installs them)"})
         return m
+
+    def say_estimate(self, cfg, device, x_test) -> None:
+        """Before an evaluation of more than a minute: what it does, about how long, how to shorten it."""
+        real_cached = False
+        if self.fid_on and len(self.shape) == 3 and torch.device(device).type == "cpu":
+            from dpgen.eval.fid import FIDUnavailable, features_cached, get_extractor
+
+            c = fid_counts(cfg.task, len(x_test), device)
+            try:
+                real_cached = features_cached(f"{cfg.dataset.name}_test", real_subset(x_test, c.real),
+                                              get_extractor(device=str(device)).weights_name)
+            except FIDUnavailable:
+                pass
+        secs, what = self.evaluation_estimate(cfg, n_test=len(x_test), real_cached=real_cached)
+        if secs > EVAL_NOTICE_S and what:
+            print(f"[dpgen] evaluation: {what}: about {_duration(secs)} on this CPU", flush=True)
 
     def summary(self, m: Dict[str, Any], out: Path) -> None:
         from dpgen.privacy.report import PrivacyReport
@@ -192,13 +214,49 @@ class GenerationTask(Task):
             print(f"  intra-class spread, synthetic / real test: {ds['spread_ratio']:.3f} (1: as varied as real "
                   "images; near 0: templates)")
         if "fid" in m:
-            print(f"  FID: {m['fid']:.2f} ({m.get('fid_samples')} generated vs {m.get('fid_real_images')} real test "
-                  f"images); precision {m['precision']:.3f}, recall {m['recall']:.3f}, density {m['density']:.3f}, "
-                  f"coverage {m['coverage']:.3f}" if isinstance(m["fid"], (int, float))
-                  else f"  FID: n/a ({str(m.get('fid_missing', 'not computed')).split(';')[0]}; metrics.json says more)")
+            for line in fidelity_lines(m):
+                print(line)
         if "eval_seconds" in m:
             print(f"  evaluation: {m['eval_seconds']:.1f} s; {m.get('threads', '')}")
         print(f"  files: {out / 'metrics.json'}" + (f", {m['samples_png']}" if "samples_png" in m else ""))
+
+
+def fidelity_lines(m: Dict[str, Any]) -> list:
+    """The summary's fidelity lines: which protocol ran (its counts, estimator, features), its headline (quick:
+    KID, unbiased at any count; full: FID) and the other numbers of the same feature pass."""
+    fid = m.get("fid")
+    if not isinstance(fid, (int, float)):
+        return [f"  FID: n/a ({str(m.get('fid_missing', 'not computed')).split(';')[0]}; metrics.json says more)"]
+    n_gen, n_real = int(m.get("fid_samples") or 0), int(m.get("fid_real_images") or 0)
+    n_test = int(m.get("fid_test_split") or n_real)
+    counts = f"{n_gen:,} generated vs {n_real:,} real test images" + (f" (of {n_test:,})" if n_test > n_real else "")
+    kid_t = f"KID {m['kid']:.4f} +- {m['kid_se']:.4f}" if isinstance(m.get("kid"), (int, float)) else "KID n/a"
+    prdc_t = (f"  precision {m['precision']:.3f}, recall {m['recall']:.3f}, density {m['density']:.3f}, coverage "
+              f"{m['coverage']:.3f} (the same features)") if "precision" in m else ""
+    if m.get("fidelity_protocol") == "quick":
+        full = min(10000, 5 * n_test)
+        lines = [f"  fidelity, quick protocol (task.fidelity=auto on a CPU): {kid_t} on {counts}, Inception v3 pool "
+                 "features; KID is unbiased at any count, so it compares with KIDs at other counts",
+                 f"  FID at this count: {fid:.2f} (biased upward below thousands of images: compare FIDs at equal "
+                 f"counts only; task.fidelity=full for FID on {full:,} generated vs all {n_test:,}, about "
+                 f"{_minutes(full + (n_test if n_test > n_real else 0))} on this CPU)"]  # the whole split: cached
+    else:
+        lines = [f"  FID: {fid:.2f} ({counts}, Inception v3 pool features, full protocol); {kid_t}"]
+    return lines + ([prdc_t] if prdc_t else [])
+
+
+def _minutes(n_images: int) -> str:
+    from dpgen.eval.fid import estimate_seconds
+
+    return _duration(estimate_seconds(n_images))
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
+
+
+#: an evaluation expected to take longer than this (seconds, on a CPU) says what it does and for how long first
+EVAL_NOTICE_S = 60.0
 
 
 def save_grid(images: torch.Tensor, path: Path, nrow: int = 10, scale: int = 3) -> None:
@@ -253,14 +311,20 @@ def synthetic_set(gen, n: int, seed: int, device) -> tuple:
     return torch.cat(xs), torch.cat(ys)
 
 
-def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any]:
-    """Downstream classifiers trained on synthetic samples, tested on the real test split."""
+def _test_split(cfg, test):
+    """(x, y) of the real test split: ``test`` when the caller has read it already."""
     from dpgen.data import as_tensors, load_split
+
+    return test if test is not None else as_tensors(load_split(cfg.dataset, "test"))
+
+
+def evaluate_generator(cfg, gen, shape, device, n_private: int, test=None) -> Dict[str, Any]:
+    """Downstream classifiers trained on synthetic samples, tested on the real test split (``test``: its (x, y)
+    when read already)."""
     from dpgen.eval import evaluate_downstream
 
     task = cfg.task
-    test_ds = load_split(cfg.dataset, "test")
-    X_test, Y_test = as_tensors(test_ds)
+    X_test, Y_test = _test_split(cfg, test)
     n_syn = n_synthetic(task, n_private)
     x_syn, y_syn = synthetic_set(gen, n_syn, cfg.seed + 2, device)
     res = evaluate_downstream(x_syn, y_syn, X_test, Y_test, models=tuple(task.eval_models),
@@ -281,27 +345,98 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int) -> Dict[str, Any
 
 
 FID_PROTOCOL = ("pytorch-fid's FID Inception v3 (2048-d pool features; grayscale repeated to 3 channels, bilinear "
-                "resize to 299 x 299); reference: the whole real test split, its features cached under "
-                "outputs/fid_stats keyed by content")
+                "resize to 299 x 299); reference: real test images (the whole split, or a seeded subset), their "
+                "features cached under outputs/fid_stats keyed by content")
 
 
-def fidelity_without_classifiers(cfg, gen, device, n_private: int) -> Dict[str, Any]:
+def fidelity_without_classifiers(cfg, gen, device, n_private: int, test=None) -> Dict[str, Any]:
     """The class-mean baseline and spread ratio of a run that trains no classifier (task.eval_models=[]: a run that
     asked for a quick evaluation), on at most 2,000 samples and 10 per test image (at least 20 a class): a
     comparison with the test split needs no more, and a large generator on a CPU draws 500 a minute."""
-    from dpgen.data import as_tensors, load_split
     from dpgen.eval.fidelity import set_fidelity
 
-    X_test, Y_test = as_tensors(load_split(cfg.dataset, "test"))
+    X_test, Y_test = _test_split(cfg, test)
     k = int(getattr(gen, "num_classes", 0) or cfg.dataset.num_classes or 1)
     n = min(n_synthetic(cfg.task, n_private), 2000, max(10 * len(X_test), 20 * k))
     x_syn, y_syn = synthetic_set(gen, n, cfg.seed + 2, device)
     return {"n_synthetic": n, "n_test": int(X_test.shape[0]), **set_fidelity(x_syn, y_syn, X_test, Y_test, cfg.seed)}
 
 
-def fid_samples(task, n_test: int) -> int:
-    """Generated images for FID: task.fid_samples, else min(10,000, 5 x the test split)."""
-    return int(task.fid_samples) if task.fid_samples else min(10000, 5 * int(n_test))
+#: task.fidelity=quick: generated images, and real test images at most (a seeded subset of a larger split). KID
+#: at 300 generated reads as at 1,800 (dpgen's default on digits: 0.0217 +- 0.0009 over 12 draws of 300, 0.0218 at
+#: 1,800; FID 48.0 +- 1.2 at 300, 43.9 at 1,800; experiments/fid/kid_vs_fid_sample_size_default_2026-12-05.json)
+QUICK_GENERATED, QUICK_REAL = 300, 1000
+
+
+@dataclass(frozen=True)
+class FidelityCounts:
+    """What a fidelity pass compares: ``protocol`` (quick: KID is the headline; full: FID), ``generated``
+    images against ``real`` of the ``n_test`` test images."""
+
+    protocol: str
+    generated: int
+    real: int
+    n_test: int
+
+    def describe(self) -> str:
+        part = "the whole test split" if self.real == self.n_test else f"a seeded {self.real:,} of its {self.n_test:,}"
+        return f"{self.generated:,} generated vs {self.real:,} real test images ({part})"
+
+
+def fidelity_protocol(task, device) -> str:
+    """task.fidelity, with auto resolved: full on a GPU or when task.fid_samples is set, else quick (a CPU)."""
+    p = str(getattr(task, "fidelity", "auto") or "auto")
+    if p != "auto":
+        return p
+    return "full" if task.fid_samples or torch.device(device).type != "cpu" else "quick"
+
+
+def fid_counts(task, n_test: int, device="cpu") -> FidelityCounts:
+    """The images a fidelity pass compares. quick: task.fid_samples or 300 generated vs at most task.fid_real or
+    1,000 real test images; full: task.fid_samples or min(10,000, 5 x the test split) generated vs task.fid_real
+    or the whole test split."""
+    protocol, n_test = fidelity_protocol(task, device), int(n_test)
+    fid_real = getattr(task, "fid_real", None)
+    if protocol == "quick":
+        gen = int(task.fid_samples) if task.fid_samples else QUICK_GENERATED
+        real = min(n_test, int(fid_real) if fid_real else QUICK_REAL)
+    else:
+        gen = int(task.fid_samples) if task.fid_samples else min(10000, 5 * n_test)
+        real = min(n_test, int(fid_real)) if fid_real else n_test
+    return FidelityCounts(protocol, gen, real, n_test)
+
+
+def fid_samples(task, n_test: int, device="cpu") -> int:
+    """Generated images of the fidelity pass (:func:`fid_counts`)."""
+    return fid_counts(task, n_test, device).generated
+
+
+def real_subset(x_test: torch.Tensor, n: int) -> torch.Tensor:
+    """``n`` of the test images, a seeded subset (the same on every run, so that their features are cached once),
+    in their order; all of them when ``n`` is not smaller."""
+    if n >= len(x_test):
+        return x_test
+    idx = torch.randperm(len(x_test), generator=torch.Generator().manual_seed(0))[:n].sort().values
+    return x_test[idx]
+
+
+def cache_test_features(dataset: str = "digits", protocol: str = "quick") -> str:
+    """Compute and cache the Inception features of ``dataset``'s real test images that ``protocol`` compares with
+    on a CPU (``make fid-reference``, run by ``make install``: the default's first run then finds them); returns
+    what it did. Public test splits only: never run on private records."""
+    from dpgen.config import compose_config
+    from dpgen.eval.fid import features_cached, get_extractor, real_features
+    from dpgen.utils.io import outputs_dir
+
+    cfg = compose_config([f"dataset={dataset}", f"task.fidelity={protocol}"])
+    x_test = _test_split(cfg, None)[0]
+    c = fid_counts(cfg.task, len(x_test), "cpu")
+    real, ext = real_subset(x_test, c.real), get_extractor(device="cpu")
+    name = f"{cfg.dataset.name}_test"
+    if features_cached(name, real, ext.weights_name):
+        return f"{name}: the features of {c.real:,} test images are cached already"
+    real_features(name, real, outputs_dir() / "fid_stats", extractor=ext, image_shape=tuple(cfg.dataset.shape))
+    return f"{name}: cached the features of {c.real:,} test images under {outputs_dir() / 'fid_stats'}"
 
 
 def fid_enabled(cfg) -> bool:
@@ -329,13 +464,12 @@ def fid_unavailable(cfg) -> str:
 
 
 def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir=None, *, n: Optional[int] = None,
-                     seed: Optional[int] = None) -> Dict[str, Any]:
-    """FID and precision / recall / density / coverage (dpgen.eval.fidelity.prdc) of ``fid_samples`` generated
-    images against the whole real test split; ``{"fid": None, "fid_missing": reason}`` when they cannot be
+                     seed: Optional[int] = None, test=None) -> Dict[str, Any]:
+    """FID, KID (dpgen.eval.kid) and precision / recall / density / coverage (dpgen.eval.fidelity.prdc) of the
+    generated images against the real test images that :func:`fid_counts` names; ``{"fid": None, "fid_missing": reason}`` when they cannot be
     computed. The test split's Inception features are computed once and cached (outputs/fid_stats). With
     ``resume_dir`` (the run folder's ``fid_partial/``) the generated images' features are saved as they are
     computed, and an interrupted pass continues there (the same generator and seed draw the same images)."""
-    from dpgen.data import as_tensors, load_split
     from dpgen.eval.fid import FIDUnavailable, get_extractor
 
     if len(shape) != 3:
@@ -344,13 +478,20 @@ def fid_of_generator(cfg, gen, shape, device, progress: bool = False, resume_dir
         get_extractor(device=str(device))  # the weights first: no images drawn without them
     except FIDUnavailable as e:
         return {"fid": None, "fid_missing": " ".join(str(e).split())}
-    x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
-    n = fid_samples(cfg.task, len(x_test)) if n is None else int(n)  # n, seed: another draw (scripts/fid_draws.py)
+    x_test = _test_split(cfg, test)[0]
+    # n, seed: another draw (scripts/fid_draws.py), against the whole test split
+    counts = (fid_counts(cfg.task, len(x_test), device) if n is None
+              else FidelityCounts("full", int(n), len(x_test), len(x_test)))
+    n = counts.generated
     g = torch.Generator(device=device).manual_seed(cfg.seed + 3 if seed is None else int(seed))
     with torch.no_grad():
         fake = torch.cat([gen.sample(min(500, n - i), generator=g, device=device)[0].cpu()
                           for i in range(0, n, 500)])
-    return fid_of_images(fake, f"{cfg.dataset.name}_test", x_test, device, progress, resume_dir, tuple(shape))
+    out = fid_of_images(fake, f"{cfg.dataset.name}_test", real_subset(x_test, counts.real), device, progress,
+                        resume_dir, tuple(shape))
+    if out.get("fid") is not None:
+        out.update(fidelity_protocol=counts.protocol, fid_test_split=counts.n_test)
+    return out
 
 
 def fid_of_images(fake, real_name: str, x_real, device="cpu", progress: bool = False, resume_dir=None,
@@ -359,7 +500,9 @@ def fid_of_images(fake, real_name: str, x_real, device="cpu", progress: bool = F
     never private records) against the evaluation images ``x_real`` (a test split; its features cached under
     outputs/fid_stats as ``real_name``); ``{"fid": None, "fid_missing": reason}`` without the Inception weights."""
     from dpgen.eval.fid import FIDUnavailable, activation_statistics, frechet_distance, get_extractor, real_features
+    from dpgen.config import FIDELITY_MIN_IMAGES
     from dpgen.eval.fidelity import PRDC_K, PRDC_MAX_SAMPLES, prdc
+    from dpgen.eval.kid import KID_PROTOCOL, kid
     from dpgen.utils.io import outputs_dir
 
     try:
@@ -372,6 +515,9 @@ def fid_of_images(fake, real_name: str, x_real, device="cpu", progress: bool = F
     out = {"fid": frechet_distance(*activation_statistics(act), *activation_statistics(real)), "fid_samples": n,
            "fid_real_images": int(len(real)),
            "fid_protocol": f"{n} generated vs {len(real)} real test images ({h} x {w}); " + FID_PROTOCOL}
+    if min(n, len(real)) >= FIDELITY_MIN_IMAGES:  # KID on the same features: unbiased at any count
+        out.update(kid(act, real))
+        out["kid_protocol"] = f"{out['kid_generated']} generated vs {out['kid_real']} real; {KID_PROTOCOL}"
     out.update(prdc(real, act))
     out["prdc"] = (f"k = {PRDC_K}, Inception features, at most {PRDC_MAX_SAMPLES} a side: "
                    f"{min(len(real), PRDC_MAX_SAMPLES)} real, {min(n, PRDC_MAX_SAMPLES)} generated")

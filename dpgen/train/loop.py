@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -108,8 +108,17 @@ class Task:
     quick_overrides = "trainer.steps=<fewer>"
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
-        """The task's metrics of the trained (or averaged) networks, after training."""
+        """The task's metrics of the trained (or averaged) networks, after training. A long evaluation hands each
+        finished part to :meth:`part_done`, so that an interruption keeps it."""
         return {}
+
+    #: set by the run while it evaluates: writes the metrics finished so far (dpgen.train.run.Run.finish)
+    on_part: Optional[Callable[[Dict[str, Any], str], None]] = None
+
+    def part_done(self, metrics: Dict[str, Any], left: str) -> None:
+        """``metrics`` (this evaluation's, so far) are final; ``left``: what the evaluation still does."""
+        if self.on_part is not None:
+            self.on_part(metrics, left)
 
     def summary(self, metrics: Dict[str, Any], output_dir: Path) -> None:
         """Print what a user reads at the end of a run."""

@@ -296,7 +296,13 @@ class Run:
         step, out = self.step, self.out
         if self.state is not None:
             if self.target_steps <= step:
-                done = read_run(out, state=self.state).metrics
+                record = read_run(out, state=self.state)
+                done = record.metrics
+                if record.status == "evaluating":  # trained; its evaluation was interrupted: evaluate again
+                    print(f"[dpgen] {out} has finished training (step {step}, epsilon spent "
+                          f"{self.method.epsilon():.4f}) and its evaluation was interrupted: evaluating again, "
+                          "with nothing trained or charged")
+                    return None
                 if done is not None:
                     print(f"[dpgen] {out} has finished (step {step}, epsilon spent {self.method.epsilon():.4f}): "
                           "there is nothing left to train" + ("" if step >= self.steps else " within the budget")
@@ -422,7 +428,24 @@ class Run:
         }
         self.threads.rebalance()
         t_eval = time.time()
-        metrics.update(task.evaluate(cfg, evaluated, method, self.device, self.out))
+        resume = f"python run.py <its overrides> resume=auto hydra.run.dir={self.out}"
+
+        def part(done: Dict[str, Any], left: str) -> None:  # written as each part finishes: an interruption keeps it
+            write_json(self.out / "metrics.json", {**metrics, **done, "evaluation_complete": False,
+                                                   "evaluation_left": f"{left}: {resume} completes it"})
+
+        part({}, "the whole evaluation")  # the weights' facts and privacy, before the first evaluated number
+        task.on_part = part
+        try:
+            metrics.update(task.evaluate(cfg, evaluated, method, self.device, self.out))
+        except KeyboardInterrupt:
+            print(f"\n[dpgen] evaluation interrupted: the trained weights ({self.ckpt.path}) and the parts already "
+                  f"evaluated ({self.out / 'metrics.json'}) are kept; {resume} evaluates the rest (a FID pass "
+                  "continues where it stopped)", file=sys.stderr, flush=True)
+            raise
+        finally:
+            task.on_part = None
+        metrics["evaluation_complete"] = True
         metrics["eval_seconds"] = round(time.time() - t_eval, 2)
         metrics["threads"] = self.threads.describe()
         metrics["wall_seconds"] = round(self.before.get("train_seconds", 0.0) + time.time() - self.t_start, 2)

@@ -13,6 +13,8 @@ before it finished). ``metrics.json`` counts only when it describes the checkpoi
 * ``stale``: ``metrics.json`` describes another step than the checkpoint (a resumed run that has not
   finished, left by a dpgen older than this module: a resume that trains now removes the old results
   before its first step); its accuracy and epsilon are NOT those of the weights;
+* ``evaluating``: ``metrics.json`` describes the checkpoint's weights, but their evaluation was interrupted
+  (``evaluation_complete`` false: the parts it finished are there; a resume evaluates again);
 * ``interrupted``: a checkpoint (or a ledger file) and no ``metrics.json``;
 * ``empty``: nothing to read.
 """
@@ -70,7 +72,9 @@ class RunRecord:
         if self.result is not None:
             if self.checkpoint_step is None or self.result.get("steps") is None:
                 return "finished"  # a task without checkpoints (accounting, evaluate)
-            return "finished" if int(self.result["steps"]) == self.checkpoint_step else "stale"
+            if int(self.result["steps"]) != self.checkpoint_step:
+                return "stale"
+            return "evaluating" if self.result.get("evaluation_complete") is False else "finished"
         if self.checkpoint_step is not None or self.ledger_steps is not None:
             return "interrupted"
         return "empty"

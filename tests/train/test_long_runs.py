@@ -1,5 +1,7 @@
 """A run longer than 10 minutes says so after its first steps (dpgen/train/loop.py, long_run_notice)."""
 
+import pytest
+
 from dpgen.config import compose_config
 from dpgen.train import loop
 
@@ -35,7 +37,7 @@ def test_the_quick_overrides_are_the_tasks_own():
     assert "trainer.steps=<fewer>" in cls and "task.n_synthetic" not in cls
 
 
-def test_generation_estimates_its_evaluation_from_the_protocol():
+def test_generation_estimates_its_evaluation_from_the_protocol(monkeypatch):
     from dpgen.tasks.generation import GenerationTask
 
     t = GenerationTask()
@@ -51,9 +53,20 @@ def test_generation_estimates_its_evaluation_from_the_protocol():
     assert estimate_seconds(["cnn"], 60000, (1, 28, 28), 30, device="cpu") > 0
     cfg = compose_config(["dataset=mnist", "task.eval_models=[]"])
     assert t.evaluation_estimate(cfg) == (0.0, "")  # task.fid=auto and no weights (the suite hides them)
+    from dpgen.eval import fid
+
+    monkeypatch.setattr(fid, "sgemm_rate", lambda: 100e9)  # 11.42 GFLOP an image at 0.9 x 100 GFLOP/s
     cfg = compose_config(["dataset=mnist", "task.eval_models=[]", "task.fid=true", "trainer.device=cpu"])
+    secs, what = t.evaluation_estimate(cfg)  # a CPU: the quick protocol, a seeded 1,000 of the test split
+    assert "quick protocol, on 300 generated vs 1,000 real test images (a seeded 1,000 of its 10,000)" in what
+    assert secs == pytest.approx(1300 * 11.42e9 / 90e9)
+    secs, what = t.evaluation_estimate(cfg, real_cached=True)  # the real side's features cached: not counted
+    assert secs == pytest.approx(300 * 11.42e9 / 90e9) and "then cached" not in what
+    cfg = compose_config(["dataset=mnist", "task.eval_models=[]", "task.fid=true", "trainer.device=cpu",
+                          "task.fidelity=full"])
     secs, what = t.evaluation_estimate(cfg)
-    assert "FID on 10,000 generated images" in what and secs > 60  # 11.4 GFLOP an image
+    assert "full protocol, on 10,000 generated vs 10,000 real test images (the whole test split)" in what
+    assert secs == pytest.approx(20000 * 11.42e9 / 90e9)
 
 
 def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
