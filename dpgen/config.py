@@ -255,6 +255,8 @@ class AccountingTaskConfig(TaskConfig):
     logreg_solver: Optional[str] = None
     fid: Any = None
     fid_samples: Optional[int] = None
+    fidelity: Optional[str] = None
+    fid_real: Optional[int] = None
     synthetic: Optional[str] = None
     run: Optional[str] = None
     generations: Optional[int] = None
