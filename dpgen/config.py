@@ -506,6 +506,13 @@ class TrainerConfig:
     #: CPU threads: auto (this process's share of the cores it may use, shared with the other dpgen runs on
     #: the machine and re-read while training; OMP_NUM_THREADS wins) or a positive integer (dpgen/utils/threads.py)
     threads: str = "auto"
+    #: pad each Poisson batch to one capacity (mean + 10 std + 30 of its declared size) with a mask of its
+    #: records: the same loss and gradient (padding weighs 0), in the fixed shapes a CUDA graph of the step needs
+    #: (dpgen.data.private.PrivateData.static_batch; dpsinkhorn with method.clip_mode=batch)
+    static_shapes: bool = False
+    #: capture the whole step (method, optimizer, EMA) in a CUDA graph and replay it (dpgen/train/cuda_graph.py):
+    #: needs a CUDA device, static_shapes=true, adam, privacy.secure_rng=false. Not yet measured on a GPU.
+    cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         if str(self.threads) != "auto" and not (str(self.threads).isdigit() and int(self.threads) > 0):

@@ -19,7 +19,9 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   frame_draw        bound=frame Haar directions d = 7840, k = 1000 | the Householder reflectors drawn directly
                     (dpgen) vs the sign-fixed QR of a Gaussian matrix (the previous way, same law)
   dpsinkhorn_steps  DP-Sinkhorn training steps/s, batch 50, DCGAN on 28 x 28, image-gradient clip + noise,
-                    accountant step included | backend static vs tensorized (geomloss); on a CPU the
+                    accountant step included | backend static vs tensorized (geomloss); the batch padded to
+                    151 rows (trainer.static_shapes); on a GPU the step captured in a CUDA graph
+                    (trainer.cuda_graph); on a CPU the
                     generator's contiguous layout (before model.memory_format=auto) | floor: the DCGAN's
                     forward + backward FLOPs / sgemm rate measured in the same run
   param_per_sample  dpsinkhorn_param per-sample clipping, batch 50, DCGAN: one record_grads call
@@ -412,18 +414,23 @@ def bench_dpsinkhorn(steps):
            "unit": "steps/s"}
     # the peer on a CPU: dpgen's static loop with the generator's weights contiguous, its layout until 2026-11-27
     # (model.memory_format=auto makes them channels-last there; on a GPU auto is contiguous already)
-    kinds = [("tensorized (geomloss)", "tensorized", "auto"), ("static (dpgen)", "static", "auto")]
+    kinds = [("tensorized (geomloss)", "tensorized", "auto", []), ("static (dpgen)", "static", "auto", []),
+             # every Poisson batch padded to 151 rows with a mask: the shapes the CUDA graph needs, its cost alone
+             ("static, padded batch (trainer.static_shapes)", "static", "auto", ["trainer.static_shapes=true"])]
+    if DEV.type == "cuda":  # the whole step captured once and replayed (dpgen/train/cuda_graph.py)
+        kinds.append(("static + CUDA graph (trainer.cuda_graph)", "static", "auto",
+                      ["trainer.static_shapes=true", "trainer.cuda_graph=true"]))
     if DEV.type == "cpu":
-        kinds.append(("static, contiguous layout (before)", "static", "contiguous"))
+        kinds.append(("static, contiguous layout (before)", "static", "contiguous", []))
     with tempfile.TemporaryDirectory() as tmp:
         root = _mnist_like_root(Path(tmp))
-        for i, (name, backend, layout) in enumerate(kinds * 2):  # twice each: the first run warms up
+        for i, (name, backend, layout, extra) in enumerate(kinds * 2):  # twice each: the first run warms up
             cfg = compose_config(["experiment=dpsinkhorn_mnist", f"dataset.data_root={root}", "dataset.n_train=8000",
                                   "trainer.epochs=null",
                                   f"trainer.steps={steps}", "trainer.progress=false", "task.eval_models=[]",
                                   "task.fid=false", f"trainer.device={DEV.type}", f"method.backend={backend}",
                                   f"model.memory_format={layout}",
-                                  f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}"])
+                                  f"trainer.checkpoint_every={10 * steps}", f"trainer.log_every={steps}", *extra])
             m = run_task(cfg, Path(tmp) / f"run_{i % len(kinds)}")
             row[name] = m["steps_per_second"]
     # the floor: the generator's forward + backward FLOPs at this device's sgemm rate, measured here

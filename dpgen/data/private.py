@@ -24,6 +24,17 @@ from typing import Optional, Tuple
 import torch
 
 
+def poisson_capacity(expected: float) -> int:
+    """Rows of a padded Poisson batch (:meth:`PrivateData.static_batch`) whose expected size is ``expected`` = q n
+    (the declared n: public): mean + 10 std + 30. By Bernstein's inequality a draw exceeds it with probability
+    below exp(-t^2 / (2 (s^2 + t / 3))) < 1e-20 for every q n (t = 10 s + 30, s^2 = q n); such a draw runs
+    unpadded. The paper's DP-Sinkhorn (q n = 50): 151 rows."""
+    import math
+
+    e = max(0.0, float(expected))
+    return int(math.ceil(e + 10.0 * math.sqrt(e) + 30.0))
+
+
 class PrivateSizeError(TypeError):
     """The loaded size of a private set was asked for: it is computed from the private data."""
 
@@ -83,10 +94,30 @@ class PrivateData:
         idx = method.sample_batch(self._loaded(), int(batch_size), generator)
         if idx.numel() == 0 and not keep_empty:
             return None
+        return self._rows(idx)  # lazy datasets (CelebA): this step's records only
+
+    def static_batch(self, method, batch_size: int, generator: torch.Generator, capacity: int
+                     ) -> Optional[Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]:
+        """This step's batch as :meth:`batch` draws it (the same draw, the same generator calls), padded to
+        ``capacity`` rows with a bool ``mask`` of the records (padding: record 0's row, masked, which a masked loss
+        replaces by 0 before reading): every step then has the same shapes, what a CUDA graph of the step needs.
+        The draw's size is known on the host (Poisson indices are drawn there): a batch above ``capacity`` comes
+        unpadded, ``mask`` None (:func:`poisson_capacity` makes that rarer than 1e-20 a step), an empty one is
+        None. The padding and the fallback depend on the draw, which nothing publishes."""
+        idx = method.sample_batch(self._loaded(), int(batch_size), generator)
+        m = int(idx.numel())  # a host tensor's size: no device read
+        if m == 0:
+            return None
+        if m > capacity:
+            return (*self._rows(idx), None)
+        pad = torch.cat([idx, torch.zeros(capacity - m, dtype=idx.dtype)])
+        return (*self._rows(pad), torch.arange(capacity, device=self.device) < m)
+
+    def _rows(self, idx: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         if self._X is not None:
             idx = idx.to(self.device)
             return self._X[idx], self._Y[idx]
-        items = [self._ds[int(i)] for i in idx]  # lazy datasets (CelebA): this step's records only
+        items = [self._ds[int(i)] for i in idx]
         return (torch.stack([x for x, _ in items]).to(self.device),
                 torch.as_tensor([int(y) for _, y in items], device=self.device))
 

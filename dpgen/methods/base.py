@@ -187,6 +187,10 @@ class GenerativeMethod(Method):
     #: ``prepare_data`` needs the whole private set in memory (a release before training)
     needs_whole_set = False
 
+    #: whether ``step`` takes a padded batch with a record mask (``batch.mask``, trainer.static_shapes: the same
+    #: loss and gradient as the unpadded batch, in the fixed shapes a CUDA graph of the step needs)
+    takes_masked_batch = False
+
     def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
         """Transform the in-memory private set once before training (default: unchanged)."""
         return x, y

@@ -172,6 +172,8 @@ class Sinkhorn(GenerativeMethod):
         #: diagnostics of the last step (norm of the image gradient before clipping, real batch size)
         self.last_grad_norm: Optional[float] = None
         self.last_real_batch: Optional[int] = None
+        #: this step's record mask of a padded batch (trainer.static_shapes; None: every row is a record)
+        self.batch_mask: Optional[torch.Tensor] = None
 
     # ---- compared rows and the divergence -----------------------------------------------------
     def rows(self, x: torch.Tensor, y) -> torch.Tensor:
@@ -203,9 +205,11 @@ class Sinkhorn(GenerativeMethod):
     def divergence(self, fake, y_fake, real, y_real) -> torch.Tensor:
         self._check(fake, real)
         rf = self.rows(fake, y_fake)
+        keep = self.label_mask(y_real)
+        if self.batch_mask is not None:  # a padded batch: its padding rows weigh 0, as rows out of range do
+            keep = self.batch_mask if keep is None else keep & self.batch_mask
         return sinkhorn_divergence(rf, self.rows(real, y_real).detach(), self.epsilon_reg, scaling=self.scaling,
-                                   backend=self.backend, diameter=self.schedule_diameter(rf),
-                                   y_mask=self.label_mask(y_real))
+                                   backend=self.backend, diameter=self.schedule_diameter(rf), y_mask=keep)
 
     def loss(self, fake, y_fake, real, y_real) -> torch.Tensor:
         self.last_real_batch = int(real.shape[0])
@@ -441,9 +445,19 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
             loss = self.empty_batch_loss(fake, barrier=code)
         else:
-            loss = self.loss(fake, y_fake, batch.real, batch.y, barrier=code)
+            self.batch_mask = getattr(batch, "mask", None)
+            try:
+                loss = self.loss(fake, y_fake, batch.real, batch.y, barrier=code)
+                loss.backward()
+            finally:
+                self.batch_mask = None
+            return {"loss": loss.detach()}
         loss.backward()
         return {"loss": loss.detach()}
+
+    @property
+    def takes_masked_batch(self) -> bool:  # the batch clip masks rows in the divergence; per_sample does not
+        return self.clip_mode == "batch"
 
     def release_per_record(self, gen, code: torch.Tensor, y_fake, batch) -> torch.Tensor:
         """``clip_mode=per_sample``: the released gradient with respect to ``code`` (the generator's

@@ -25,12 +25,14 @@ from dpgen.train.loop import Task
 @dataclass
 class GenerationBatch:
     """One step's data: the real private batch (None when a Poisson batch is empty), the size of
-    the generated batch and the device it is drawn on."""
+    the generated batch, the device it is drawn on and, for a padded batch, its record mask."""
 
     real: Optional[torch.Tensor]
     y: Optional[torch.Tensor]
     size: int
     device: torch.device
+    #: trainer.static_shapes: which rows of the padded ``real`` are records (None: all of them)
+    mask: Optional[torch.Tensor] = None
 
 
 @trainable
@@ -69,6 +71,17 @@ class GenerationTask(Task):
         from dpgen.models.generators import apply_memory_format
 
         method = build(cfg, DataInfo(self.n_private, self.shape, self.num_classes), steps, "generation")
+        self.capacity = None
+        if cfg.trainer.static_shapes:  # every batch padded to one capacity, from public facts only
+            from dpgen.data.private import poisson_capacity
+
+            if not method.takes_masked_batch:
+                raise ValueError(f"trainer.static_shapes=true: {cfg.method.name} does not take a padded batch with "
+                                 "a record mask (dpsinkhorn with method.clip_mode=batch does, the paper's recipe); "
+                                 "set trainer.static_shapes=false")
+            b = cfg.trainer.batch_size
+            q = method.sample_rate if method.sample_rate is not None else b / self.n_private
+            self.capacity = poisson_capacity(q * self.n_private) if method.sampling == "poisson" else b
         if not self.in_memory and method.needs_whole_set:
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
@@ -90,6 +103,11 @@ class GenerationTask(Task):
 
     def next_batch(self, method, sampler_gen, step: int, target_steps: int):
         b = self.cfg.trainer.batch_size
+        if self.capacity is not None:  # trainer.static_shapes: the same draw, padded, with its record mask
+            drawn = self.data.static_batch(method, b, sampler_gen, self.capacity)
+            if drawn is not None:
+                return GenerationBatch(drawn[0], drawn[1], b, self.device, mask=drawn[2])
+            return GenerationBatch(None, None, b, self.device) if method.private else None
         drawn = self.data.batch(method, b, sampler_gen)
         if drawn is None:  # an empty batch: nothing to learn; a private method still releases its noise
             return GenerationBatch(None, None, b, self.device) if method.private else None

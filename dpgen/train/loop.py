@@ -166,7 +166,11 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     from dpgen.utils.run_dir import holding_run_dir, run_folder
     from dpgen.utils.threads import ThreadShare
 
+    from dpgen.train.cuda_graph import check_graph_settings
+    from dpgen.utils.device import resolve_device
+
     refuse_resume_without_checkpoint(cfg, output_dir)  # before the lock creates the folder
+    check_graph_settings(cfg, resolve_device(cfg.trainer.device))  # a graph that cannot be captured: the same
     # one live process per run folder, however the run was started (the CLI claimed it already)
     with holding_run_dir(run_folder(output_dir, task.name)), ThreadShare(cfg.trainer.threads) as threads:
         run = Run(cfg, task, output_dir, threads)  # the folder, the data, the method, resumed or started
@@ -238,6 +242,15 @@ class LongRunNotice:
                 bar.write(note)
 
 
+def graphed_step(run: Run):
+    """The step as a :class:`dpgen.train.cuda_graph.GraphedStep` under trainer.cuda_graph=true, else None."""
+    if not run.cfg.trainer.cuda_graph:
+        return None
+    from dpgen.train.cuda_graph import GraphedStep
+
+    return GraphedStep(run)
+
+
 def train(run: Run) -> None:
     """The loop: a batch, the method's step (its mechanism inside), the optimizer, the EMA, the ledger's count,
     then :meth:`Run.after_step` (log, checkpoint, hand-over). SIGUSR2 (SLURM's time-limit or preemption warning
@@ -252,6 +265,7 @@ def train(run: Run) -> None:
                disable=not cfg.trainer.progress, dynamic_ncols=True)
     run.start_loop()
     guard, notice = NonFiniteGuard(run.device), LongRunNotice()
+    graphed = graphed_step(run)  # trainer.cuda_graph: the same step, replayed from a CUDA graph once warm
     with StopRequest() as stop:
         while run.step < run.target_steps:
             run.threads.rebalance()
@@ -260,13 +274,17 @@ def train(run: Run) -> None:
             if batch is None:
                 run.skip_step(bar)
                 continue
-            run.opt.zero_grad(set_to_none=True)
-            logs = method.step(run.models, batch)
-            guard.observe(run, logs)
-            run.opt.step()
-            if run.ema is not None:
-                run.ema.update(run.nets)
-            method.account()  # the mechanism ran, finite or not: the ledger counts it
+            if graphed is not None:
+                logs = graphed(batch)  # the step, the optimizer and the EMA
+                guard.observe(run, logs)
+            else:
+                run.opt.zero_grad(set_to_none=True)
+                logs = method.step(run.models, batch)
+                guard.observe(run, logs)
+                run.opt.step()
+                if run.ema is not None:
+                    run.ema.update(run.nets)
+            method.account()  # the mechanism ran, finite or not: the ledger counts it (on the host)
             run.after_step(logs, guard, stop, bar)
     if stop.requested:  # it came during the last step: the final checkpoint is written, hand over
         run.hand_over(stop, bar)

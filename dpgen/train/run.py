@@ -252,7 +252,7 @@ class Run:
         self.method.rng = self.noise_gen  # the mechanism's randomness (also for a release before training)
         self.nets = torch.nn.ModuleDict(self.models)
         self.params = list(self.nets.parameters()) + list(self.method.parameters())
-        self.opt = make_optimizer(t, self.params)
+        self.opt = make_optimizer(t, self.params, capturable=bool(t.cuda_graph) and self.device.type == "cuda")
         self.ema = EMA(self.nets, t.ema) if t.ema else None
         self.publisher = Publisher(cfg, self.out, self.method, self.settings)  # its logger opens at the first record
         self._restore()

@@ -69,10 +69,12 @@ class EMA:
                 a.copy_(b)
 
 
-def make_optimizer(t, params) -> torch.optim.Optimizer:
-    """The optimizer ``trainer.optimizer`` names (adam | sgd | rmsprop) with the trainer's settings."""
+def make_optimizer(t, params, capturable: bool = False) -> torch.optim.Optimizer:
+    """The optimizer ``trainer.optimizer`` names (adam | sgd | rmsprop) with the trainer's settings; ``capturable``:
+    Adam's step counter on the device, so that a CUDA graph can replay its step (trainer.cuda_graph)."""
     if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay)
+        return torch.optim.Adam(params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay,
+                                capturable=capturable)
     if t.optimizer == "sgd":
         return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
     if t.optimizer == "rmsprop":
