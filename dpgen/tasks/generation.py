@@ -138,7 +138,8 @@ class GenerationTask(Task):
             secs += fid_seconds(c.generated + (0 if real_cached else c.real))
             parts.append(f"fidelity, {c.protocol} protocol, on {c.describe()}"
                          + ("" if real_cached else " (the real images' features once, then cached)")
-                         + "; task.fid=false, task.fidelity=quick or task.fid_samples=<fewer> change that")
+                         + ("; task.fid_samples=<fewer> or task.fid=false change that" if c.protocol == "quick"
+                            else "; task.fidelity=quick, task.fid_samples=<fewer> or task.fid=false change that"))
         return secs, "; ".join(parts)
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
