@@ -445,7 +445,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
             loss = self.empty_batch_loss(fake, barrier=code)
         else:
-            self.batch_mask = getattr(batch, "mask", None)
+            self.batch_mask = batch.mask
             try:
                 loss = self.loss(fake, y_fake, batch.real, batch.y, barrier=code)
                 loss.backward()

@@ -86,7 +86,7 @@ class GenerationTask(Task):
             raise ValueError(f"{cfg.method.name} with these settings transforms the whole private set before training "
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
         gen = generator_from_config(cfg.model, self.shape, self.num_classes).to(device)
-        apply_memory_format(gen, str(getattr(cfg.model, "memory_format", "auto")), device)
+        apply_memory_format(gen, str(cfg.model.memory_format), device)
         if cfg.trainer.batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                                               for m in gen.modules()):
             raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size}: the generator ({cfg.model.generator}) has "
@@ -405,7 +405,7 @@ class FidelityCounts:
 
 def fidelity_protocol(task, device) -> str:
     """task.fidelity, with auto resolved: full on a GPU or when task.fid_samples is set, else quick (a CPU)."""
-    p = str(getattr(task, "fidelity", "auto") or "auto")
+    p = str(task.fidelity)
     if p != "auto":
         return p
     return "full" if task.fid_samples or torch.device(device).type != "cpu" else "quick"
@@ -416,7 +416,7 @@ def fid_counts(task, n_test: int, device="cpu") -> FidelityCounts:
     1,000 real test images; full: task.fid_samples or min(10,000, 5 x the test split) generated vs task.fid_real
     or the whole test split."""
     protocol, n_test = fidelity_protocol(task, device), int(n_test)
-    fid_real = getattr(task, "fid_real", None)
+    fid_real = task.fid_real
     if protocol == "quick":
         gen = int(task.fid_samples) if task.fid_samples else QUICK_GENERATED
         real = min(n_test, int(fid_real) if fid_real else QUICK_REAL)

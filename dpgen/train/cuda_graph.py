@@ -138,7 +138,7 @@ class GraphedStep:
 
             self.static = dataclasses.replace(batch, real=batch.real.clone(), y=batch.y.clone(),
                                               mask=batch.mask.clone())
-            rng = getattr(self.run.method, "rng", None)
+            rng = self.run.method.rng
             gens = [rng] if isinstance(rng, torch.Generator) and rng.device.type == "cuda" else []
 
             def captured() -> None:

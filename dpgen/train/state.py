@@ -32,7 +32,7 @@ def mechanism_generators(cfg, device):
     """
     import secrets
 
-    if getattr(cfg.privacy, "secure_rng", False):
+    if cfg.privacy.secure_rng:
         from dpgen.utils.noise import SecureGenerator
 
         return SecureGenerator("cpu"), SecureGenerator(device)

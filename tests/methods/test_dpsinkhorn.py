@@ -13,6 +13,7 @@ from dpgen.losses.sinkhorn import (conditional_rows, geomloss_blur, record_terms
                                    sinkhorn_divergence_pot, transport_plan)
 from dpgen.methods.dpsinkhorn import (AdversarialDPSinkhorn, AdversarialSinkhorn, DPSinkhorn, DPSinkhornParamGrad,
                                       Sinkhorn)
+from dpgen.tasks.generation import GenerationBatch
 
 
 def _cfg(**method):
@@ -532,7 +533,7 @@ def test_dpsinkhorn_step_releases_the_clipped_noised_gradient_at_the_dct_coeffic
         method._hook = spy
         gen.zero_grad(set_to_none=True)
         torch.manual_seed(seed)  # the generated batch (codes and labels)
-        method.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=real, y=y_real))
+        method.step({"generator": gen}, GenerationBatch(real, y_real, 50, torch.device("cpu")))
         return method
 
     method = run(1.1, 7)

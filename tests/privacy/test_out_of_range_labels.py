@@ -20,6 +20,7 @@ import torch
 
 from dpgen.config import compose_config
 from dpgen.methods.registry import DataInfo, build
+from dpgen.tasks.generation import GenerationBatch
 
 BAD_LABELS = (-1, 10, 10 ** 9)  # num_classes = 10
 
@@ -59,7 +60,7 @@ def _sinkhorn_release(m, gen, real, y, seed=5):
     gen.zero_grad(set_to_none=True)
     m.rng = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the same generated batch on both sides
-    m.step({"generator": gen}, SimpleNamespace(size=30, device=torch.device("cpu"), real=real, y=y))
+    m.step({"generator": gen}, GenerationBatch(real, y, 30, torch.device("cpu")))
     return torch.cat([p.grad.flatten() for p in gen.parameters() if p.grad is not None])
 
 

@@ -23,6 +23,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from dpgen.config import register_configs, validate
+from dpgen.tasks.generation import GenerationBatch
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -355,8 +356,6 @@ def test_empty_poisson_batch_still_releases_noise(clip_mode):
         with pytest.raises(ValueError, match="clip_mode=batch"):
             m.loss(fake, torch.zeros(50, dtype=torch.long), fake.detach(), torch.zeros(50, dtype=torch.long))
     # through the training step, with the hook on a DCT generator's coefficients
-    from types import SimpleNamespace
-
     from dpgen.models import make_generator
 
     gen = make_generator("dct", (1, 8, 8), 10, 4, dct_size=8)
@@ -370,7 +369,7 @@ def test_empty_poisson_batch_still_releases_noise(clip_mode):
         return code, y
 
     gen.sample_code = keep
-    m.step({"generator": gen}, SimpleNamespace(size=50, device=torch.device("cpu"), real=None, y=None))
+    m.step({"generator": gen}, GenerationBatch(None, None, 50, torch.device("cpu")))
     assert seen["code"].shape == (50, 64)
     per_record = clip_mode == "per_sample"  # the clipped sum + noise C sigma, divided by the expected batch B
     expected = m.mechanism.noise_std / (m.batch_size if per_record else 1)
