@@ -222,16 +222,18 @@ class GenerationTask(Task):
         for name, r in ds.items():
             if isinstance(r, dict) and "test_acc" in r and name != "class_mean":
                 print(f"  downstream {name}: {r['test_acc']:.2f}% on the real test split ({ds['n_test']} "
-                      f"images), trained on {ds['n_synthetic']} synthetic samples ({r.get('time_s', 0):.1f} s)")
-        if ds.get("n_classes"):
-            print(f"  chance level: {100.0 / ds['n_classes']:.1f}%" + (f"; {ds['reference']}" if ds.get("reference")
-                                                                       else ""))
+                      f"records), trained on {ds['n_synthetic']} synthetic samples ({r.get('time_s', 0):.1f} s)")
+        k = ds.get("n_classes")
+        if k:
+            print(f"  chance level: {100.0 / k:.1f}%")
         if isinstance(ds.get("class_mean"), dict):
-            print(f"  class-mean baseline: {ds['class_mean']['test_acc']:.2f}% (nearest synthetic class mean, "
-                  "pixels): a classifier above adds something beyond ten averages")
+            print(f"  class-mean baseline: {ds['class_mean']['test_acc']:.2f}% (nearest of the {k or 'its'} "
+                  f"synthetic class means): a classifier above it adds something beyond {k or 'the'} class averages")
         if "spread_ratio" in ds:
-            print(f"  intra-class spread, synthetic / real test: {ds['spread_ratio']:.3f} (1: as varied as real "
-                  "images; near 0: templates)")
+            print(f"  intra-class spread, synthetic / real test: {ds['spread_ratio']:.3f} (1: as varied as the real "
+                  "test records; near 0: one template a class)")
+        if ds.get("compare_with"):
+            print(f"  compare with: {ds['compare_with']}")
         if "fid" in m:
             for line in fidelity_lines(m):
                 print(line)
@@ -302,20 +304,13 @@ def n_synthetic(task, n_private: int) -> int:
     return int(task.n_synthetic) if task.n_synthetic else min(60000, 10 * n_private)
 
 
-#: what a user compares a result with (measured here, docs/RESULTS.md): dataset -> text
-REFERENCES = {
-    "digits": "references on digits (docs/DEFAULT.md): this default (Poisson batches of 100 since issue 53, "
-              "model.sharpen 8 at 0.3 since 2026-11-29) LogReg 88.6-89.4 % against its own class-mean baseline "
-              "86.4-86.9 %, spread ratio 0.50-0.51, FID 45.1-47.1 at 1,800 generated (2 runs); KID 0.025-0.030 and "
-              "FID 50.2-53.6 at 300 generated (the quick protocol, 4 runs, LogReg 89.2-91.9 %); without the curve LogReg 91.7-92.2 %, "
-              "class-mean baseline 88.9-90.3 %, FID 48.9-50.4 (5 runs, FID 2); batches of 30 before it: LogReg 89.7-90.6 %, class-mean baseline 88.9-90.0 %, spread 0.20, "
-              "FID 67.3-67.4 (templates); non-private SWD LogReg 89-93 %, DP-MERF at epsilon 10 (method=dpmerf) 81-86 % (3 "
-              "runs each, measured earlier under autodp RDP)",
+#: where a run's numbers can be compared with measured ones: dataset -> the page that holds them (a summary states
+#: what this run measured; the measurements it compares with live in the docs, with their dates and commands)
+COMPARE_WITH = {
+    "digits": "docs/DEFAULT.md (the embedded default's measured runs)",
+    "mnist": "docs/RESULTS.md (the papers' cells and ours)",
+    "fashion_mnist": "docs/RESULTS.md (the papers' cells and ours)",
 }
-
-
-def reference_numbers(dataset: str) -> str:
-    return REFERENCES.get(dataset, "")
 
 
 def synthetic_set(gen, n: int, seed: int, device) -> tuple:
@@ -353,13 +348,12 @@ def evaluate_generator(cfg, gen, shape, device, n_private: int, test=None) -> Di
                               progress=bool(cfg.trainer.progress),
                               logreg_solver=task.logreg_solver)
     res["n_synthetic"] = n_syn
-    if res.get("n_classes"):  # what ten averages give, and how much the samples vary within a class
+    if res.get("n_classes"):  # what the class averages give, and how much the samples vary within a class
         from dpgen.eval.fidelity import set_fidelity
 
         res.update(set_fidelity(x_syn, y_syn, X_test, Y_test, seed=cfg.seed))
-    ref = reference_numbers(cfg.dataset.name)
-    if ref:
-        res["reference"] = ref
+    if cfg.dataset.name in COMPARE_WITH:
+        res["compare_with"] = COMPARE_WITH[cfg.dataset.name]
     res["n_test"] = int(X_test.shape[0])
     return res
 
