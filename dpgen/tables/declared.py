@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dpgen.config import CONFIG_DIR
+from dpgen.utils.registry import Registry
 from dpgen.privacy.report import PrivacyReport
 from dpgen.tables.grid import (FIDELITY_NOTE, PRIVACY_CELLS, Cell, CellResult, add_grid_arguments, fidelity_cells,
                                mean_std, metric_values, run_cells)
@@ -78,20 +79,21 @@ DEFAULT_EXTRACT = "dpgen.tables.declared.downstream_row"
 ACCURACIES = ("logreg", "mlp", "cnn")
 
 
+#: the tables: every ``conf/table/<name>.yaml``, by name (found on first lookup; a misspelt name gets the closest)
+TABLES = Registry("table", key="table", finder=lambda: ((p.stem, p) for p in sorted(TABLE_DIR.glob("*.yaml"))))
+
+
 def table_path(name: str) -> Path:
-    """``conf/table/<name>.yaml``, or ``name`` itself when it is a file; a clear error naming the choices."""
+    """``name`` itself when it is a YAML file, else the registered ``conf/table/<name>.yaml``; an unknown name gets
+    the registry's one error (the choices, and the closest name)."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.exists():
         return path
-    found = TABLE_DIR / f"{name}.yaml"
-    if not found.exists():
-        raise ValueError(f"table {name!r} is neither a YAML file nor one of conf/table/: choose one of "
-                         f"{', '.join(table_names()) or '(none)'}")
-    return found
+    return TABLES.lookup(name)
 
 
 def table_names() -> List[str]:
-    return sorted(p.stem for p in TABLE_DIR.glob("*.yaml"))
+    return sorted(TABLES.names())
 
 
 def load_table(name: str, scale: str) -> Dict[str, Any]:

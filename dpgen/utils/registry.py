@@ -2,7 +2,7 @@
 ``list_models`` in one small class).
 
 Every named thing of dpgen lives in one: methods (one registry per task), datasets, generators, downstream
-classifiers, loggers, accountants and tasks. Each has the same four calls::
+classifiers, loggers, accountants, tasks and tables. Each has the same four calls::
 
     GENERATORS = Registry("generator", key="model.generator", package="dpgen.models")
 
@@ -23,22 +23,25 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Type
 
 
 class Registry(Mapping):
     """Names -> objects of one kind, with one error for an unknown name.
 
     ``kind`` names the thing in messages ("generator"); ``key`` is the config key a user sets ("model.generator");
-    ``package`` (optional) is imported module by module on first lookup; ``error`` is the exception type raised
-    for an unknown name (a ``ValueError`` subclass); ``extra`` lists accepted names that are not entries (e.g.
-    ``auto``), for the message only."""
+    ``package`` (optional) is imported module by module on first lookup; ``finder`` (optional) instead yields
+    the ``(name, object)`` entries found elsewhere (the YAML files of a config folder), also on first lookup;
+    ``error`` is the exception type raised for an unknown name (a ``ValueError`` subclass); ``extra`` lists
+    accepted names that are not entries (e.g. ``auto``), for the message only."""
 
     def __init__(self, kind: str, key: Optional[str] = None, package: Optional[str] = None,
-                 error: Type[ValueError] = ValueError, extra: Tuple[str, ...] = ()):
+                 error: Type[ValueError] = ValueError, extra: Tuple[str, ...] = (),
+                 finder: Optional[Callable[[], Iterable[Tuple[str, Any]]]] = None):
         self.kind, self.key, self.package, self.error, self.extra = kind, key or kind, package, error, tuple(extra)
+        self.finder = finder
         self._entries: Dict[str, Any] = {}
-        self._discovered = package is None
+        self._discovered = package is None and finder is None
 
     # ---- filling -------------------------------------------------------------------------------------------
     def register(self, name: str, obj: Any = None, *, replace: bool = False):
@@ -62,6 +65,10 @@ class Registry(Mapping):
         """Import every module of ``package`` once (each registers its entries when imported)."""
         if not self._discovered:
             self._discovered = True  # first: a module that looks itself up while importing must not recurse
+            if self.finder is not None:
+                for name, obj in self.finder():
+                    self.register(name, obj)
+                return self
             pkg = importlib.import_module(self.package)
             for info in pkgutil.iter_modules(pkg.__path__, prefix=f"{self.package}."):  # a package: it has one
                 if not info.name.rsplit(".", 1)[-1].startswith("_"):

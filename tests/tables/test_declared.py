@@ -55,8 +55,9 @@ def test_a_computed_table_refuses_what_does_not_apply_to_it(argv, says, capsys):
 
 
 def test_bad_names_and_scales_say_what_exists(tmp_path):
-    with pytest.raises(ValueError, match="choose one of .*default_batch"):
+    with pytest.raises(ValueError, match="did you mean default_batch\\?\\): choose one of .*default_batch"):
         declared.table_path("defualt_batch")
+    assert declared.main(["dpsinkhorn_tabel1"]) == 2  # the command line: the same error, exit 2
     with pytest.raises(ValueError, match="scale=huge is not one of its scales"):
         declared.load_table("default_batch", "huge")
     bad = tmp_path / "t.yaml"

@@ -63,17 +63,34 @@ def test_discovery_imports_every_module_of_its_package(tmp_path, monkeypatch):
             del sys.modules[m]
 
 
+def test_a_finder_fills_a_registry_on_first_lookup():
+    """Entries found elsewhere than in a package's modules (the YAML files of conf/table/): found once, lazily."""
+    calls = []
+
+    def find():
+        calls.append(1)
+        return [("alpha", 1), ("beta", 2)]
+
+    r = Registry("table", finder=find)
+    assert calls == []
+    assert r.names() == ("alpha", "beta") and r.lookup("beta") == 2 and calls == [1]
+    with pytest.raises(ValueError, match="did you mean alpha"):
+        r.lookup("alpah")
+    assert calls == [1]
+
+
 def test_every_named_thing_of_dpgen_has_a_registry():
-    """Methods, datasets, generators, classifiers, loggers, accountants and tasks: the same primitive."""
+    """Methods, datasets, generators, classifiers, loggers, accountants, tasks and tables: the same primitive."""
     from dpgen.data import DATASETS
     from dpgen.eval.downstream import CLASSIFIERS
     from dpgen.methods.registry import REGISTRY
     from dpgen.models.generators import GENERATORS
     from dpgen.privacy.accountants import ACCOUNTANTS
+    from dpgen.tables.declared import TABLES
     from dpgen.tasks import TASKS, TRAINABLE
     from dpgen.train.loggers import LOGGERS
 
-    for r in (DATASETS, CLASSIFIERS, GENERATORS, ACCOUNTANTS, TASKS, TRAINABLE, LOGGERS, *REGISTRY.values()):
+    for r in (DATASETS, CLASSIFIERS, GENERATORS, ACCOUNTANTS, TASKS, TRAINABLE, LOGGERS, TABLES, *REGISTRY.values()):
         assert isinstance(r, Registry) and len(r) > 0, r
     assert {"dpsinkhorn", "dpswd", "dpmerf"} <= set(REGISTRY["generation"])
     assert set(TASKS) == {"generation", "classification", "domain_adaptation", "accounting", "evaluate"}
