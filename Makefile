@@ -148,19 +148,19 @@ fig-dpswd-sensitivity:
 	$(PYTHON) -m dpgen.tables.dpswd_sensitivity
 
 table-wdp-mechanisms:
-	$(PYTHON) -m dpgen.tables.wdp_mechanisms --table-only
+	$(DPGEN_TABLE) wdp_mechanisms --scale paper
 
 fig-wdp-orders:
-	$(PYTHON) -m dpgen.tables.wdp_mechanisms --figure-only
+	$(DPGEN_TABLE) wdp_mechanisms --scale paper
 
 fig-wdp-composition:
-	$(PYTHON) -m dpgen.tables.wdp_composition
+	$(DPGEN_TABLE) wdp_composition --scale paper
 
 fig-wdp-beta-delta:
-	$(PYTHON) -m dpgen.tables.wdp_beta_delta
+	$(DPGEN_TABLE) wdp_beta_delta --scale paper
 
 check-dpsinkhorn-privacy:
-	$(PYTHON) -m dpgen.tables.dpsinkhorn_privacy
+	$(DPGEN_TABLE) dpsinkhorn_privacy --scale paper
 
 tables:
 	$(PYTHON) scripts/tables.py

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 TARGETS = [
     ("table-dpswd-noise", ["dpgen.tables.dpswd_noise"]),
     ("fig-dpswd-sensitivity", ["dpgen.tables.dpswd_sensitivity"]),
-    ("table-wdp-mechanisms + fig-wdp-orders", ["dpgen.tables.wdp_mechanisms"]),
-    ("fig-wdp-composition", ["dpgen.tables.wdp_composition"]),
-    ("fig-wdp-beta-delta", ["dpgen.tables.wdp_beta_delta"]),
-    ("check-dpsinkhorn-privacy", ["dpgen.tables.dpsinkhorn_privacy"]),
+    ("table-wdp-mechanisms + fig-wdp-orders", ["dpgen.tables.declared", "wdp_mechanisms", "--scale", "paper"]),
+    ("fig-wdp-composition", ["dpgen.tables.declared", "wdp_composition", "--scale", "paper"]),
+    ("fig-wdp-beta-delta", ["dpgen.tables.declared", "wdp_beta_delta", "--scale", "paper"]),
+    ("check-dpsinkhorn-privacy", ["dpgen.tables.declared", "dpsinkhorn_privacy", "--scale", "paper"]),
     ("fig-dpswd-toy (smoke)", ["dpgen.tables.dpswd_toy", "--scale", "smoke"]),
 ]
 

@@ -1,6 +1,8 @@
-"""``make check-dpsinkhorn-privacy``: does DP-Sinkhorn's stated training length reach epsilon 10?
+"""Does DP-Sinkhorn's stated training length reach epsilon 10? A computed table, ``conf/table/dpsinkhorn_privacy.yaml``,
+run by ``dpgen table dpsinkhorn_privacy --scale paper`` (``make check-dpsinkhorn-privacy``; ``smoke``: without the
+slower PRV accountant).
 
-For each row of ../shared/paper-tables/dpsinkhorn_privacy_settings.csv (noise multiplier sigma,
+For each row of the packaged paper table ``dpsinkhorn_privacy_settings`` (noise multiplier sigma,
 Poisson rate q, delta, steps stated in appendix D.4) this computes epsilon at the stated number
 of steps under several accountants and the number of steps at which epsilon reaches 10.
 
@@ -9,24 +11,12 @@ Writes outputs/tables/dpsinkhorn_privacy.csv (+ .md).
 
 from __future__ import annotations
 
-import argparse
-import time
-
 from dpgen.privacy.accountants import epsilon_for
 from dpgen.privacy.calibration import steps_to_epsilon
-from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
-COLUMNS = [
-    "dataset",
-    "delta",
-    "noise_multiplier",
-    "sampling_rate",
-    "steps_stated",
-    "accountant",
-    "epsilon_at_stated_steps",
-    "steps_to_eps10",
-]
+#: the budget the paper states its settings reach (the column ``steps_to_eps10`` is named after it)
+TARGET = 10.0
 
 ACCOUNTANTS = {
     "rdp": "autodp Poisson-subsampled RDP (Zhu & Wang 2019), classic RDP->DP conversion",
@@ -36,7 +26,13 @@ ACCOUNTANTS = {
 }
 
 
-def compute(target: float = 10.0, with_prv: bool = True):
+def compute(settings, run_root=None, data_root=None, seed=0, progress=True, dataset=None, select=None):
+    """Each stated setting's rows; ``settings["prv"]``: also the PRV accountant (about a second per evaluation).
+    Deterministic, no run, no data: the other arguments are unused. Pictures: none."""
+    return compute_rows(TARGET, with_prv=bool(settings["prv"])), {}
+
+
+def compute_rows(target: float = TARGET, with_prv: bool = True):
     rows = []
     for r in read_paper_table("dpsinkhorn_privacy_settings"):
         delta = float(r["delta"])
@@ -64,7 +60,7 @@ def compute(target: float = 10.0, with_prv: bool = True):
     return rows
 
 
-def notes_for(rows, target: float = 10.0):
+def notes_for(rows, settings=None, scale=None, dataset=None, target: float = TARGET):
     notes = [f"{k}: {v}." for k, v in ACCOUNTANTS.items()]
     notes.append(
         "The mechanism: image gradient clipped to C, noise std 2 C sigma, sensitivity 2C, so the noise "
@@ -94,24 +90,3 @@ def notes_for(rows, target: float = 10.0):
                 f"(opacus RDP) and {rr['opacus_prv']['epsilon_at_stated_steps']:.3f} (PRV) at the stated steps."
             )
     return notes
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--no-prv", action="store_true", help="skip the (slower) PRV accountant")
-    args = ap.parse_args(argv)
-    t0 = time.time()
-    rows = compute(with_prv=not args.no_prv)
-    write_table(
-        "dpsinkhorn_privacy",
-        rows,
-        COLUMNS,
-        title="DP-Sinkhorn privacy settings (appendix D.4): epsilon at the stated steps",
-        notes=notes_for(rows),
-    )
-    print(f"[dpgen] check-dpsinkhorn-privacy took {time.time() - t0:.1f} s")
-    return rows
-
-
-if __name__ == "__main__":
-    main()

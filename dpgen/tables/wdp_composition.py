@@ -1,4 +1,6 @@
-"""WDP paper, Figure 2: composition over synthetic heavy-tailed gradients.
+"""WDP paper, Figure 2: composition over synthetic heavy-tailed gradients. A computed table,
+``conf/table/wdp_composition.yaml`` (its settings per scale), run by ``dpgen table wdp_composition --scale paper``
+(``make fig-wdp-composition``).
 
 Moments accountant (MA, DP) vs Bayesian accountant (BA, BDP) vs Wasserstein accountant (WA, WDP) over
 ``T`` steps. Each step draws a batch of 50 per-example gradients of dimension 1000 from a Weibull
@@ -19,9 +21,11 @@ Choices where the paper is silent (also written into the Markdown notes):
   composition script uses;
 * WA: :class:`dpgen.privacy.wdp.WassersteinAccountant` on the same 1225 pairs, ``mu = 16``,
   ``beta = 1``;
-* ``delta = 1e-5`` for all three accountants (``--delta-ma``, ``--delta-ba``, ``--delta-wa`` change it).
+* ``delta = 1e-5`` for all three accountants (a scale's ``delta_ma``, ``delta_ba``, ``delta_wa``);
+* the batches are drawn from the table's seed (``--seeds S``, default 0).
 
-    python -m dpgen.tables.wdp_composition [--steps 100] [--sample-rate 0.001] [--seed 0]
+The ``paper`` scale holds these settings (``steps``, ``sample_rate``, ``delta_*``, ``order``, ``beta``); ``smoke``
+is the same with 10 steps.
 
 Writes ``outputs/tables/wdp_composition.{csv,md}`` (columns ``quantile,step,accountant,epsilon``) and
 ``outputs/figures/wdp_fig2_composition.png``.
@@ -29,8 +33,7 @@ Writes ``outputs/tables/wdp_composition.{csv,md}`` (columns ``quantile,step,acco
 
 from __future__ import annotations
 
-import argparse
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 
@@ -41,10 +44,17 @@ QUANTILES = (0.05, 0.50, 0.75, 0.99)
 SIGMA = 0.2
 BATCH, DIM = 50, 1000
 WEIBULL_SHAPE = 0.5
-COLUMNS = ["quantile", "step", "accountant", "epsilon"]
-TABLE_NAME = "wdp_composition"
-FIGURE_NAME = "wdp_fig2_composition"
 ACCOUNTANTS = ("MA", "BA", "BA (lambda=16)", "WA")
+
+
+def compute(settings, run_root=None, data_root=None, seed=0, progress=True, dataset=None, select=None):
+    """Every (quantile, step, accountant)'s epsilon; ``settings``: the scale's ``steps``, ``sample_rate``,
+    ``delta_ma``, ``delta_ba``, ``delta_wa``, ``order`` (mu) and ``beta``; ``seed`` draws the batches. No run, no
+    data: ``run_root``, ``data_root``, ``progress``, ``dataset`` and ``select`` are unused. Pictures: none."""
+    s = settings
+    return run(steps=int(s["steps"]), sample_rate=float(s["sample_rate"]), seed=seed, delta_ma=float(s["delta_ma"]),
+               delta_ba=float(s["delta_ba"]), delta_wa=float(s["delta_wa"]), wdp_order=float(s["order"]),
+               beta=float(s["beta"])), {}
 
 
 def synthetic_batches(steps: int, seed: int = 0):
@@ -105,14 +115,16 @@ def run(
     return rows
 
 
-def make_figure(rows: List[Dict], quantiles: Sequence[float]) -> None:
+def plot(rows: List[Dict], pictures=None, settings=None, dataset=None):
+    """Figure 2: epsilon vs step of the four accountants, one panel per quantile of the gradient norms."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpgen.utils.io import label_axes, save_figure
+    from dpgen.utils.io import label_axes
 
+    quantiles = list(dict.fromkeys(r["quantile"] for r in rows))
     fig, axes = plt.subplots(1, len(quantiles), figsize=(4.2 * len(quantiles), 3.8))
     axes = np.atleast_1d(axes)
     style = {"MA": "--", "BA": "-.", "BA (lambda=16)": ":", "WA": "-"}
@@ -125,71 +137,34 @@ def make_figure(rows: List[Dict], quantiles: Sequence[float]) -> None:
         label_axes(ax, "step", "$\\epsilon$", f"C = {qu:g}-quantile of gradient norm", grid="both")
     fig.suptitle("WDP Figure 2: composition over synthetic Weibull(0.5) gradients, $\\sigma$=0.2, no clipping")
     fig.tight_layout()
-    save_figure(fig, FIGURE_NAME)
-    plt.close(fig)
+    return fig
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--sample-rate", type=float, default=1e-3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--delta-ma", type=float, default=1e-5)
-    ap.add_argument("--delta-ba", type=float, default=1e-5)
-    ap.add_argument("--delta-wa", type=float, default=1e-5)
-    ap.add_argument("--order", type=float, default=16.0, help="WDP order mu of the Wasserstein accountant")
-    ap.add_argument("--beta", type=float, default=1.0)
-    args = ap.parse_args(argv)
-
-    rows = run(
-        steps=args.steps,
-        sample_rate=args.sample_rate,
-        seed=args.seed,
-        delta_ma=args.delta_ma,
-        delta_ba=args.delta_ba,
-        delta_wa=args.delta_wa,
-        wdp_order=args.order,
-        beta=args.beta,
-    )
-    # Markdown: a summary at a few steps; the CSV holds every step
-    show = sorted({1, 10, args.steps // 2, args.steps} & set(range(1, args.steps + 1)))
-    summary = []
-    for qu in QUANTILES:
-        for t in show:
-            r = {"quantile": qu, "step": t}
-            for x in rows:
-                if x["quantile"] == qu and x["step"] == t:
-                    r[x["accountant"]] = x["epsilon"]
-            summary.append(r)
+def notes_for(rows: List[Dict], settings, scale=None, dataset=None) -> List[str]:
+    """The paper's setting, our choices where it is silent, and each quantile's epsilons at a few steps."""
+    s = settings
+    steps = int(s["steps"])
+    show = sorted({1, 10, steps // 2, steps} & set(range(1, steps + 1)))
     notes = [
         "Paper (Figure 2) settings: Weibull shape 0.5 gradients of size 50x1000; sigma 0.2; C at the "
         "0.05 0.50 0.75 0.99 quantiles of gradient norm; no clipping. The paper plots curves only "
         "(no numbers); it reports WA lowest throughout, with the gap growing with C.",
-        f"Our choices (paper silent): q = {args.sample_rate:g}, T = {args.steps} steps, a fresh batch "
-        f"per step (seed {args.seed}, same batches for every quantile), C recomputed per batch; "
-        f"delta = {args.delta_ma:g} (MA), {args.delta_ba:g} (BA), {args.delta_wa:g} (WA).",
+        f"Our choices (paper silent): q = {s['sample_rate']:g}, T = {steps} steps, a fresh batch "
+        f"per step (the table's seed: 0 unless its file name ends in _seed<S>; the same batches for every "
+        "quantile), C recomputed per batch; "
+        f"delta = {s['delta_ma']:g} (MA), {s['delta_ba']:g} (BA), {s['delta_wa']:g} (WA).",
         "MA: moments accountant (Poisson subsampling, orders 1..256), noise multiplier 0.2 -- "
         "independent of C and of the gradients (its guarantee assumes clipping at C, which is not done).",
         "BA: Bayesian accountant on all 1225 gradient pairs per batch, Hoelder correction T, "
         "gamma = 1e-16, orders {1,2,3,4,5,6,8,10,12,16,20,24,32}; 'BA (lambda=16)' fixes lambda = 16.",
-        f"WA: Wasserstein accountant (Theorem 2 + Corollary 1) on the same 1225 pairs, mu = {args.order:g}, "
-        f"beta = {args.beta:g}.",
+        f"WA: Wasserstein accountant (Theorem 2 + Corollary 1) on the same 1225 pairs, mu = {s['order']:g}, "
+        f"beta = {s['beta']:g}.",
         "Without clipping the WA loss per step is ~ n^(1/mu) sqrt(2) sigma C (E|N(0,1)|^mu)^(1/mu): it "
         "grows linearly with C (and with the noise), while BA falls with C; with q = 1e-3 the gradient "
         "distances barely enter (q d << sigma C).",
     ]
-    from dpgen.utils.io import atomic_write_text, markdown_table, tables_dir, write_csv
-
-    csv_path = write_csv(tables_dir() / f"{TABLE_NAME}.csv", rows, COLUMNS)
-    text = "# WDP Figure 2: composition (MA vs BA vs WA), epsilon at selected steps\n\n"
-    text += markdown_table(summary, ["quantile", "step"] + list(ACCOUNTANTS))
-    text += "\n## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
-    md = atomic_write_text(tables_dir() / f"{TABLE_NAME}.md", text)
-    print(text)
-    print(f"[dpgen] wrote {csv_path} and {md}")
-    make_figure(rows, QUANTILES)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    at = {(r["quantile"], r["step"], r["accountant"]): r["epsilon"] for r in rows}
+    for qu in dict.fromkeys(r["quantile"] for r in rows):
+        notes.append(f"C = {qu:g}-quantile, epsilon at steps {' / '.join(map(str, show))}: " + "; ".join(
+            f"{a} " + " / ".join(f"{at[qu, t, a]:.6g}" for t in show) for a in ACCOUNTANTS) + ".")
+    return notes

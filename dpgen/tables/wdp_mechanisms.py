@@ -1,14 +1,12 @@
-"""WDP paper, Table 1 evaluated on Figure 1's grid, and Figure 1 (privacy budget vs order).
+"""WDP paper, Table 1 evaluated on Figure 1's grid, and Figure 1 (privacy budget vs order): a computed table,
+``conf/table/wdp_mechanisms.yaml`` (its grid per scale), run by ``dpgen table wdp_mechanisms --scale paper``
+(``make table-wdp-mechanisms``, ``make fig-wdp-orders``: one run writes both).
 
 Laplace (scale ``b`` = the paper's lambda) and Gaussian (std ``sigma``) mechanisms with sensitivity 1,
-scales 1, 2, 3, 5, orders 1..10, under RDP (order alpha) and WDP (order mu).
+scales 1, 2, 3, 5, orders 1..10 (the paper's grid), under RDP (order alpha) and WDP (order mu).
 
-Writes ``outputs/tables/wdp_mechanisms.{csv,md}`` (CSV columns ``mechanism,framework,scale,order,
-epsilon``; the Markdown is the same numbers pivoted by order) and ``outputs/figures/wdp_fig1_orders.png``.
-
-    python -m dpgen.tables.wdp_mechanisms                 # table + figure
-    python -m dpgen.tables.wdp_mechanisms --table-only
-    python -m dpgen.tables.wdp_mechanisms --figure-only
+Writes ``outputs/tables/wdp_mechanisms.{csv,md}`` (columns ``mechanism,framework,scale,order,epsilon``)
+and ``outputs/figures/wdp_fig1_orders.png``.
 
 RDP at order 1 is the KL-divergence limit (Table 1's ``alpha = 1`` row for Laplace, ``1/(2 sigma^2)``
 for Gaussian): the Renyi divergence is continuous in alpha at 1, so the curves start there.
@@ -16,21 +14,21 @@ for Gaussian): the Renyi divergence is continuous in alpha at 1, so the curves s
 
 from __future__ import annotations
 
-import argparse
 from typing import Dict, List, Optional, Sequence
 
 from dpgen.privacy.wdp import gaussian_epsilon, laplace_epsilon
 
-SCALES = (1.0, 2.0, 3.0, 5.0)
-ORDERS = tuple(range(1, 11))
 FRAMEWORKS = ("RDP", "WDP")
 MECHANISMS = ("laplace", "gaussian")
-COLUMNS = ["mechanism", "framework", "scale", "order", "epsilon"]
-TABLE_NAME = "wdp_mechanisms"
-FIGURE_NAME = "wdp_fig1_orders"
 
 
-def compute_rows(scales: Sequence[float] = SCALES, orders: Sequence[int] = ORDERS) -> List[Dict]:
+def compute(settings, run_root=None, data_root=None, seed=0, progress=True, dataset=None, select=None):
+    """The table's rows on the scale's grid (``settings``: ``noise_scales``, ``orders``); closed forms only, so
+    ``run_root``, ``data_root``, ``seed``, ``progress``, ``dataset`` and ``select`` are unused. Pictures: none."""
+    return compute_rows(settings["noise_scales"], settings["orders"]), {}
+
+
+def compute_rows(scales: Sequence[float], orders: Sequence[int]) -> List[Dict]:
     rows = []
     for mech in MECHANISMS:
         fn = laplace_epsilon if mech == "laplace" else gaussian_epsilon
@@ -56,20 +54,8 @@ def _paper_settings() -> Optional[str]:
     return None
 
 
-def write_table_files(rows: List[Dict]) -> None:
-    from dpgen.utils.io import atomic_write_text, markdown_table, tables_dir, write_csv
-
-    d = tables_dir()
-    csv_path = write_csv(d / f"{TABLE_NAME}.csv", rows, COLUMNS)
-    # Markdown: one line per (mechanism, framework, scale), one column per order
-    pivot: Dict[tuple, Dict] = {}
-    for r in rows:
-        key = (r["mechanism"], r["framework"], r["scale"])
-        pivot.setdefault(key, {"mechanism": r["mechanism"], "framework": r["framework"], "scale": r["scale"]})
-        pivot[key][f"order {r['order']}"] = r["epsilon"]
-    orders = sorted({r["order"] for r in rows})
-    cols = ["mechanism", "framework", "scale"] + [f"order {o}" for o in orders]
-    settings = _paper_settings()
+def notes_for(rows, settings=None, scale=None, dataset=None) -> List[str]:
+    """The table's notes: the paper's setting, the formulas, what the paper expects."""
     notes = [
         "Sensitivity 1. Laplace scale = the paper's lambda; Gaussian scale = sigma.",
         "RDP: Mironov (2017) Table 2 (= WDP Table 1); at order 1 the KL-divergence limit "
@@ -82,24 +68,20 @@ def write_table_files(rows: List[Dict]) -> None:
         "Gaussian sigma = 1: the WDP closed form is 1/2 at every order (base 1/sigma = 1); for sigma < 1 "
         "it would decrease with mu, contrary to Proposition 4.",
     ]
-    if settings:
-        notes.insert(0, f"Paper (Figure 1) settings: {settings}.")
-    text = "# WDP Table 1 on the Figure 1 grid: epsilon vs order\n\n" + markdown_table(
-        list(pivot.values()), cols
-    )
-    text += "\n## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
-    md_path = atomic_write_text(d / f"{TABLE_NAME}.md", text)
-    print(text)
-    print(f"[dpgen] wrote {csv_path} and {md_path}")
+    paper = _paper_settings()
+    if paper:
+        notes.insert(0, f"Paper (Figure 1) settings: {paper}.")
+    return notes
 
 
-def make_figure(rows: List[Dict]) -> None:
+def plot(rows: List[Dict], pictures=None, settings=None, dataset=None):
+    """Figure 1: epsilon vs order, one panel per (mechanism, framework), one curve per scale."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpgen.utils.io import label_axes, save_figure
+    from dpgen.utils.io import label_axes
 
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     panels = [("laplace", "RDP"), ("laplace", "WDP"), ("gaussian", "RDP"), ("gaussian", "WDP")]
@@ -116,28 +98,4 @@ def make_figure(rows: List[Dict]) -> None:
                    f"{'LM' if mech == 'laplace' else 'GM'} under {fw}")
     fig.suptitle("WDP Figure 1: privacy budget vs order (sensitivity 1)")
     fig.tight_layout()
-    save_figure(fig, FIGURE_NAME)
-    plt.close(fig)
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--table-only", action="store_true", help="write only the table")
-    g.add_argument("--figure-only", action="store_true", help="write only the figure")
-    args = ap.parse_args(argv)
-    rows = compute_rows()
-    if not args.figure_only:
-        write_table_files(rows)
-    if not args.table_only:
-        make_figure(rows)
-    return 0
-
-
-def figure_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point for ``make fig-wdp-orders``."""
-    return main(["--figure-only"] + list(argv or []))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return fig

@@ -12,19 +12,6 @@ def _header(path):
         return next(csv.reader(f))
 
 
-def test_dpsinkhorn_privacy_table(outputs_tmp):
-    from dpgen.tables import dpsinkhorn_privacy
-
-    rows = dpsinkhorn_privacy.main(["--no-prv"])
-    path = outputs_tmp / "tables" / "dpsinkhorn_privacy.csv"
-    assert _header(path) == ["dataset", "delta", "noise_multiplier", "sampling_rate", "steps_stated",
-                             "accountant", "epsilon_at_stated_steps", "steps_to_eps10"]
-    md = (outputs_tmp / "tables" / "dpsinkhorn_privacy.md").read_text()
-    assert "statement holds" in md and "does NOT hold" in md
-    mnist = [r for r in rows if r["dataset"].startswith("MNIST") and r["accountant"] == "rdp"][0]
-    assert mnist["epsilon_at_stated_steps"] == pytest.approx(9.925, abs=0.01)
-
-
 def test_dpswd_noise_table(outputs_tmp):
     from dpgen.tables import dpswd_noise
 
@@ -37,21 +24,6 @@ def test_dpswd_noise_table(outputs_tmp):
     assert len(rows) == 8
     for r in rows:
         assert abs(float(r["sigma_paper_convention"]) / float(r["sigma_paper"]) - 1) <= 0.02, r["data"]
-
-
-def test_wdp_tables(outputs_tmp):
-    from dpgen.tables import wdp_beta_delta, wdp_composition, wdp_mechanisms
-
-    wdp_mechanisms.main([])
-    assert _header(outputs_tmp / "tables" / "wdp_mechanisms.csv") == ["mechanism", "framework", "scale",
-                                                                      "order", "epsilon"]
-    assert (outputs_tmp / "figures" / "wdp_fig1_orders.png").stat().st_size > 1000
-    wdp_composition.main([])
-    assert _header(outputs_tmp / "tables" / "wdp_composition.csv") == ["quantile", "step", "accountant",
-                                                                       "epsilon"]
-    assert (outputs_tmp / "figures" / "wdp_fig2_composition.png").exists()
-    wdp_beta_delta.main([])
-    assert (outputs_tmp / "figures" / "wdp_fig3_beta_delta.png").exists()
 
 
 def test_dpswd_sensitivity_figure(outputs_tmp):
