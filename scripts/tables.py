@@ -12,13 +12,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 TARGETS = [
-    ("table-dpswd-noise", ["dpgen.tables.dpswd_noise"]),
-    ("fig-dpswd-sensitivity", ["dpgen.tables.dpswd_sensitivity"]),
+    ("table-dpswd-noise", ["dpgen.tables.declared", "dpswd_table4_noise", "--scale", "paper"]),
+    ("fig-dpswd-sensitivity", ["dpgen.tables.declared", "dpswd_sensitivity_check", "--scale", "paper"]),
     ("table-wdp-mechanisms + fig-wdp-orders", ["dpgen.tables.declared", "wdp_mechanisms", "--scale", "paper"]),
     ("fig-wdp-composition", ["dpgen.tables.declared", "wdp_composition", "--scale", "paper"]),
     ("fig-wdp-beta-delta", ["dpgen.tables.declared", "wdp_beta_delta", "--scale", "paper"]),
     ("check-dpsinkhorn-privacy", ["dpgen.tables.declared", "dpsinkhorn_privacy", "--scale", "paper"]),
-    ("fig-dpswd-toy (smoke)", ["dpgen.tables.dpswd_toy", "--scale", "smoke"]),
+    ("fig-dpswd-toy (smoke)", ["dpgen.tables.declared", "dpswd_toy", "--scale", "smoke"]),
 ]
 
 

@@ -55,8 +55,9 @@ folders these shell patterns name (the others are read back when finished, else 
 ``--collect-only`` trains none. Its runs resume or are read back through the loop (``--reuse`` changes nothing);
 ``--seeds S`` gives its one seed (default 0; ``--seed S`` is accepted; S other than 0 adds ``_seed<S>`` to
 the run folders', table's and figure's names); ``--datasets`` (or ``--dataset``) picks the
-dataset; ``--no-progress`` turns off its runs' progress bars (a grid table's runs never show them); ``--set`` and
-``--generations`` do not apply. The table's Markdown ends with the wall time; the run prints it.
+dataset; ``--no-progress`` turns off its runs' progress bars (a grid table's runs never show them); ``--set
+key=value`` replaces one of the scale's settings (the files and run folders then carry ``_<key><value>``);
+``--generations`` does not apply. The table's Markdown ends with the wall time; the run prints it.
 """
 
 from __future__ import annotations
@@ -385,12 +386,11 @@ def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, 
 
     spec = load_table(name, scale)
     if spec.get("compute"):
-        given = [a for a, v in (("--set", list(extra)), ("--generations", generations is not None)) if v]
-        if given:
-            raise ValueError(f"{given[0]}: table {spec['table']} is computed by {spec['compute']}, not a grid of "
-                             f"runs; {given[0]} does not apply to it (its sizes per scale are in {spec['path']})")
-        return run_computed(spec, data_root, collect_only, datasets=datasets, rows=rows, seeds=seeds,
-                            progress=progress)
+        if generations is not None:
+            raise ValueError(f"--generations: table {spec['table']} is computed by {spec['compute']}, not a grid of "
+                             f"runs; --generations does not apply to it (its sizes per scale are in {spec['path']})")
+        return run_computed(with_settings(spec, extra), data_root, collect_only, datasets=datasets, rows=rows,
+                            seeds=seeds, progress=progress)
     spec = _with_choices(spec, datasets, seeds)
     kw = _runner_kw(spec, generations, reuse)
     extract: Callable = import_object(spec.get("extract") or (
@@ -417,6 +417,25 @@ def run_table(name: str, scale: str = "smoke", data_root: Optional[str] = None, 
     for hook in spec.get("figures") or []:  # a table's own pictures: fn(spec, rows, cells, results)
         import_object(hook, "figures")(spec, out, pairs, results)
     return out
+
+
+def with_settings(spec, extra: Sequence[str]) -> Dict[str, Any]:
+    """A computed table's ``--set key=value``: the scale's setting ``key`` replaced by ``value`` (read as YAML, e.g.
+    ``n_train=20000``, ``lowpass=[10,14]``); the table's files and run folders then carry ``_<key><value>``, so
+    that no run of other settings is read back as this one's. A key the scale does not have is refused."""
+    if not extra:
+        return spec
+    import yaml
+
+    settings, tags = dict(spec["settings"]), []
+    for item in extra:
+        key, _, raw = item.partition("=")
+        if key not in settings:
+            raise ValueError(f"--set {item}: table {spec['table']} is computed by {spec['compute']}; its settings at "
+                             f"scale={spec['scale']} are {', '.join(settings) or '(none)'} ({spec['path']})")
+        settings[key] = yaml.safe_load(raw)
+        tags.append(key + re.sub(r"[^A-Za-z0-9.]+", "-", raw).strip("-"))
+    return {**spec, "settings": settings, "table": spec["table"] + "_" + "_".join(tags)}
 
 
 def run_computed(spec, data_root: Optional[str] = None, collect_only: bool = False, *,

@@ -1,6 +1,8 @@
 """DP-SWD Table 4: the noise std sigma reaching epsilon = 10, ours beside the paper's.
 
-``python -m dpgen.tables.dpswd_noise`` writes ``outputs/tables/dpswd_table4_noise.{csv,md}``.
+A computed table (``conf/table/dpswd_table4_noise.yaml``): ``dpgen table dpswd_table4_noise --scale paper``
+(``make table-dpswd-noise``) writes ``outputs/tables/dpswd_table4_noise.{csv,md}``; ``--scale alternatives``
+also solves the accountant for the notes' readings with the RDP conversion at delta/2.
 
 Columns: ``sigma_paper`` (published), ``sigma_ours`` (Eq. 6 and Proposition 2 as written:
 Bernstein/CLT bound at delta/2, RDP -> DP conversion at delta/2, ceil(N/B) steps per epoch) and
@@ -8,16 +10,15 @@ Bernstein/CLT bound at delta/2, RDP -> DP conversion at delta/2, ceil(N/B) steps
 k counted twice in the Bernstein square root, bound at delta/2 but RDP conversion at delta,
 N//B + 1 steps per epoch, VisDA at delta = 1e-6; see :mod:`dpgen.privacy.projection`).
 
-The 12 accountant calibrations (14 with ``--alternatives``) run on up to two worker processes.
+The 12 accountant calibrations (14 with the scale's ``alternatives: true``) run on up to two worker processes
+(the scale's ``workers:``, default min(2, cpus)).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, List, Optional
 
@@ -27,7 +28,6 @@ from dpgen.privacy.projection import (
     calibrate_dpswd_sigma,
     sensitivity_bound,
 )
-from dpgen.utils.io import write_table
 from dpgen.utils.paper import read_paper_table
 
 TABLE = "dpswd_table4_noise"
@@ -35,11 +35,6 @@ EPSILON = 10.0
 COLUMNS = [
     "data", "delta", "d", "k", "N", "epochs", "batch_size", "bound",
     "sigma_paper", "sigma_ours", "sigma_paper_convention",
-]
-MD_COLUMNS = [
-    "data", "delta", "d", "k", "N", "epochs", "batch_size", "bound",
-    "sigma_paper", "sigma_ours", "sigma_paper_convention", "conv_vs_paper_%",
-    "paper/ours", "k_twice", "delta_fix", "accountant",
 ]
 #: the authors' script ran VisDA at delta = 1e-6 (Table 1's caption) though Table 4 prints 1e-5
 PAPER_DELTA_OVERRIDES = {"VisDA": 1e-6}
@@ -124,6 +119,8 @@ def finish_row(r: Dict) -> Dict:
         "k_twice": round(math.sqrt(w_conv / w_text_a), 4),
         "delta_fix": round(math.sqrt(w_text_a / w_text), 4),
         "accountant": round(conv["noise_multiplier"] / ours["noise_multiplier"], 4),
+        # for the notes' alternative readings (not columns): the authors' noise multiplier at delta and at delta/2
+        "delta_a": delta_a, "z": conv["noise_multiplier"], "z_half": r["z_half"],
     })
     return out
 
@@ -139,11 +136,11 @@ def _alternatives(rows: List[Dict]) -> List[str]:
     notes = []
     for label, fb, which in readings:
         if which == "z_half" and any(r["z_half"] is None for r in rows):
-            notes.append(f"Reading '{label}': run with --alternatives to evaluate it.")
+            notes.append(f"Reading '{label}': run with --scale alternatives to evaluate it.")
             continue
         gaps = []
         for r in rows:
-            z = r["conv"]["noise_multiplier"] if which == "z" else r["z_half"]
+            z = r[which]
             w = sensitivity_bound(r["k"], r["d"], r["delta_a"] * fb, r["bound"], convention="authors_code")
             gaps.append((100 * (z * math.sqrt(w) / r["sigma_paper"] - 1), r["data"]))
         worst = max(gaps, key=lambda g: abs(g[0]))
@@ -155,7 +152,9 @@ def _alternatives(rows: List[Dict]) -> List[str]:
     return notes
 
 
-def _notes(rows: List[Dict], table: List[Dict], elapsed: float) -> List[str]:
+def notes_for(table: List[Dict], settings=None, scale=None, dataset=None) -> List[str]:
+    """The table's notes: the two calibrations, each row's factors, the alternative readings (``table``: the rows
+    of :func:`compute`)."""
     notes = [
         f"epsilon = {EPSILON:g}. sigma = noise_multiplier * sqrt(w): w bounds the squared L2 "
         "sensitivity ||z^T U||^2 (Lemma 2 Bernstein or the section 3.1 CLT approximation); the noise "
@@ -200,36 +199,21 @@ def _notes(rows: List[Dict], table: List[Dict], elapsed: float) -> List[str]:
         "7438; we keep 7438 (the gap moves by about 0.5%). Office's published 8.05 reaches "
         "epsilon ~ 10.2 under the adopted reading (hand tuning)."
     )
-    notes.extend(_alternatives(rows))
+    notes.extend(_alternatives(table))
     notes.append(
         "Caveat shared by both conventions: a fresh U is drawn each step and the (1 - delta/2) "
         "sensitivity bound is not union-bounded over the T steps."
     )
-    notes.append(f"Computed in {elapsed:.1f} s.")
     return notes
 
 
-def main(argv=None) -> List[Dict]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workers", type=int, default=None, help="worker processes (default: min(2, cpus))")
-    ap.add_argument("--alternatives", action="store_true",
-                    help="also evaluate the readings with the RDP conversion at delta/2 (2 more calibrations)")
-    args = ap.parse_args(argv)
-    t0 = time.time()
-    rows = compute_rows(workers=args.workers, alternatives=args.alternatives)
+def compute(settings, run_root=None, data_root=None, seed=0, progress=True, dataset=None, select=None):
+    """The table's rows (:func:`finish_row` of each Table 4 row); ``settings``: the scale's ``alternatives`` and
+    optional ``workers``. Nothing is random, trained or read from data (``seed``, ``run_root``... unused)."""
+    rows = compute_rows(workers=settings.get("workers"), alternatives=bool(settings.get("alternatives")))
     table = [finish_row(r) for r in rows]
-    elapsed = time.time() - t0
     bad = [t for t in table if abs(t["conv_vs_paper_%"]) > 100 * TOLERANCE]
-    write_table(
-        TABLE, table, COLUMNS, md_columns=MD_COLUMNS,
-        title="DP-SWD Table 4: noise std sigma for epsilon = 10 (paper vs ours)",
-        notes=_notes(rows, table, elapsed),
-    )
     if bad:
         print(f"[dpgen] WARNING: paper-convention sigma off by more than {100 * TOLERANCE:g}% for "
               + ", ".join(t["data"] for t in bad), file=sys.stderr)
-    return table
-
-
-if __name__ == "__main__":
-    main()
+    return table, {}

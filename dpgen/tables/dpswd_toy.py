@@ -1,13 +1,16 @@
-"""``make fig-dpswd-toy``: DP-SWD Figure 2 (section 6.1), SWD vs DP-SWD between two Gaussians.
+"""DP-SWD Figure 2 (section 6.1), SWD vs DP-SWD between two Gaussians: a computed table
+(``conf/table/dpswd_toy.yaml``, its sizes per scale), ``dpgen table dpswd_toy --scale smoke|paper``
+(``make fig-dpswd-toy``).
 
 Source N(0, I_d), target N(c 1_d, I_d) in d = 5, c in [0, 1]; n samples on each side; k random
 directions; the empirical SWD_2^2 (Eq. 4) and the DP_sigma SWD_2^2 of Algorithm 1 (N(0, sigma^2)
-noise on every projected sample of both sides) for sigma in {1, 3}; mean and std over 5 draws of
-the samples, directions and noise (one draw gives both distances: same samples, same U).
+noise on every projected sample of both sides) for sigma in {1, 3}; mean and std over the scale's
+``draws`` (5) draws of the samples, directions and noise (one draw gives both distances: same samples,
+same U); ``p``: the order of the SWD (2; 1 also works).
 
-The paper (section 6.1) states neither n, k, nor the grid of c; ``--scale paper`` uses c in
+The paper (section 6.1) states neither n, k, nor the grid of c; the ``paper`` scale uses c in
 {0, 0.05, ..., 1}, n in {500, 1000, 5000} and k = 1000 (the authors' default number of
-projections); ``--scale smoke`` (a few seconds) c in {0, 0.2, ..., 1}, n in {250, 1000}, k = 100.
+projections); ``smoke`` (a few seconds) c in {0, 0.2, ..., 1}, n in {250, 1000}, k = 100.
 
 Population values, for reference: a mean shift leaves the two projected (and noised) laws
 translates of one another, W_2^2(N(a, s^2), N(b, s^2)) = (a - b)^2, so
@@ -20,23 +23,14 @@ Writes outputs/figures/dpswd_fig2_toy.png and outputs/tables/dpswd_toy.csv (+ .m
 
 from __future__ import annotations
 
-import argparse
 import math
-import time
 
 import torch
 
 from dpgen.losses.sliced import random_projections, sliced_wasserstein
-from dpgen.utils.io import save_figure, write_table
 
 D = 5
 SIGMAS = (1.0, 3.0)
-DRAWS = 5
-SCALES = {
-    "smoke": {"c": [i / 5 for i in range(6)], "n": [250, 1000], "k": 100},
-    "paper": {"c": [i / 20 for i in range(21)], "n": [500, 1000, 5000], "k": 1000},
-}
-COLUMNS = ["sigma", "n", "c", "population", "swd_mean", "swd_std", "dpswd_mean", "dpswd_std", "offset"]
 
 
 def population(c: float, p: int, d: int = D) -> float:
@@ -47,14 +41,21 @@ def population(c: float, p: int, d: int = D) -> float:
     return c * math.sqrt(d) * math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
-def compute(scale: str = "paper", p: int = 2, draws: int = DRAWS, seed: int = 0):
-    s = SCALES[scale]
+def compute(settings, run_root=None, data_root=None, seed=0, progress=True, dataset=None, select=None):
+    """One row per (n, c, sigma); ``settings``: the scale's grid ``c``, sizes ``n``, directions ``k``, order ``p``
+    and ``draws``. Pictures: none (the figure is drawn from the rows)."""
+    with torch.no_grad():
+        return _rows(settings, seed), {}
+
+
+def _rows(s, seed: int):
+    p = s["p"]
     g = torch.Generator().manual_seed(seed)
     rows = []
     for n in s["n"]:
-        for c in s["c"]:
+        for c in map(float, s["c"]):  # a YAML 0 or 1 reads as an int; the CSV writes c as a float
             swd, dp = [], {sig: [] for sig in SIGMAS}
-            for _ in range(draws):
+            for _ in range(s["draws"]):
                 x = torch.randn(n, D, generator=g)
                 y = torch.randn(n, D, generator=g) + c
                 u = random_projections(D, s["k"], g)
@@ -132,8 +133,9 @@ def findings(rows, p: int = 2):
     return out
 
 
-def notes_for(rows, scale: str, p: int, draws: int):
-    s = SCALES[scale]
+def notes_for(rows, settings, scale=None, dataset=None):
+    s = settings
+    p, draws = s["p"], s["draws"]
     f = findings(rows, p)
     notes = [
         f"Setting: d = {D}, c in {{{', '.join(f'{c:g}' for c in s['c'])}}}, n in {s['n']} per side, "
@@ -175,17 +177,18 @@ def notes_for(rows, scale: str, p: int, draws: int):
            f"{min(r['spearman'] for r in f):.2f}) and exactly at n = {big_n}"
            + ("" if holds_big else " except where listed above")
            + "; with few samples and sigma = 3 the draw-to-draw spread of DP-SWD swamps the small-c "
-           "differences, so neighbouring c values can swap order (5 draws).")
+           f"differences, so neighbouring c values can swap order ({draws} draws).")
     )
     return notes
 
 
-def plot(rows, p: int = 2):
+def plot(rows, pictures=None, settings=None, dataset=None):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    p = settings["p"] if settings else 2
     ns = sorted({r["n"] for r in rows})
     fig, axes = plt.subplots(1, len(SIGMAS), figsize=(5.2 * len(SIGMAS), 4.0), sharey=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -206,36 +209,3 @@ def plot(rows, p: int = 2):
     fig.suptitle("DP-SWD Figure 2: SWD vs DP-SWD between N(0, I) and N(c 1, I) (mean +/- std over draws)")
     fig.tight_layout()
     return fig
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=sorted(SCALES), default="paper")
-    ap.add_argument("--p", type=int, choices=(1, 2), default=2, help="order of the SWD (default 2)")
-    ap.add_argument("--draws", type=int, default=DRAWS)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    t0 = time.time()
-    # small sorts: one thread is as fast on an idle machine and ~4x faster on a busy one (OpenMP
-    # workers spin while they wait for a core); restored afterwards (main may run inside pytest)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            rows = compute(args.scale, args.p, args.draws, args.seed)
-    finally:
-        torch.set_num_threads(threads)
-    write_table(
-        "dpswd_toy",
-        rows,
-        COLUMNS,
-        title=f"DP-SWD Figure 2 (section 6.1): SWD vs DP-SWD, N(0, I_5) vs N(c 1, I_5) ({args.scale} scale)",
-        notes=notes_for(rows, args.scale, args.p, args.draws),
-    )
-    save_figure(plot(rows, args.p), "dpswd_fig2_toy")
-    print(f"[dpgen] fig-dpswd-toy ({args.scale}) took {time.time() - t0:.1f} s")
-    return rows
-
-
-if __name__ == "__main__":
-    main()

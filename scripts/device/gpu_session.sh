@@ -96,10 +96,10 @@ FID_JOBS=${FID_JOBS:-}
     else
       s=$(date +%s)
       env DPGEN_DATA_ROOT=$DATA DPGEN_FID_WEIGHTS=$W DPGEN_OUTPUTS=/tmp/fid/real OMP_NUM_THREADS=4 \
-        timeout -k 5 ${CAP_REAL_FID:-240} $PY -m dpgen.tables.fid_real --datasets $sets --n-train 60000 --data-root $DATA \
-        > /tmp/fid/real_data.log 2>&1
+        timeout -k 5 ${CAP_REAL_FID:-240} $PY -m dpgen.tables.declared fid_real_data --scale paper --datasets $sets \
+        --data-root $DATA > /tmp/fid/real_data.log 2>&1
       echo "[real-data FID rc $? in $(( $(date +%s) - s )) s] $sets" >> /tmp/fid/done.txt
-      grep -a '^\[dpgen\] FID' /tmp/fid/real_data.log >> /tmp/fid/done.txt
+      cat /tmp/fid/real/tables/fid_real_data*.csv >> /tmp/fid/done.txt 2>/dev/null
     fi
   fi
 ) &

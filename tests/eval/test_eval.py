@@ -539,7 +539,7 @@ def test_inception_pass_runs_without_tf32_and_restores_the_settings():
 
 
 # ------------------------------------------------------------------------------------------
-# The TF1 FID code's resize (dpgen.tables.fid_real --resize tf1)
+# The TF1 FID code's resize (dpgen table fid_real_data_tf1_resize)
 # ------------------------------------------------------------------------------------------
 
 def test_tf1_resize_matrix_is_tensorflow_1s_legacy_bilinear():

@@ -186,7 +186,7 @@ def test_fid_real_data_table_caches_the_test_split_and_never_the_training_split(
     import csv
 
     import dpgen.eval.fid as fid
-    from dpgen.tables import fid_real
+    from dpgen.tables import declared
 
     class PixelFeatures:  # the table's logic, not the network (InceptionFeatures is tested above): 2048 features
         weights_name = "pixels-test"
@@ -197,28 +197,33 @@ def test_fid_real_data_table_caches_the_test_split_and_never_the_training_split(
 
     monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: PixelFeatures())
     monkeypatch.setenv("DPGEN_OUTPUTS", str(tmp_path / "out"))
-    rows = fid_real.run(["mnist"], n_train=20, chunk=10, data_root=str(fake_data_root))
-    assert [r["n_train"] for r in rows] == [10, 20] and all(r["n_test"] == 100 for r in rows)
-    assert all(r["fid_paper"] == 1.6 and r["fid"] > 0 for r in rows)
+    tables = tmp_path / "out" / "tables"
+
+    def table(name, *settings):  # make fid-real-data's command, its settings given with --set
+        assert declared.main([name, "--scale", "paper", "--datasets", "mnist", "--data-root", str(fake_data_root),
+                              "--set", *settings]) == 0
+        tag = "_".join(s.replace("=", "").replace("[", "").replace("]", "").replace(",", "-") for s in settings)
+        return list(csv.DictReader(open(tables / f"{name}_{tag}.csv")))
+
+    rows = table("fid_real_data", "n_train=20", "chunk=10")
+    assert [r["n_train"] for r in rows] == ["10", "20"] and all(r["n_test"] == "100" for r in rows)
+    assert all(float(r["fid_paper"]) == 1.6 and float(r["fid"]) > 0 for r in rows)
     cached = sorted(p.name for p in (tmp_path / "out" / "fid_stats").iterdir())
     assert len(cached) == 2 and all("mnist_test_n100" in n for n in cached)
-    table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_data.csv")))
-    assert [r["n_train"] for r in table] == ["10", "20"]
-    # --lowpass: the same table for the training images through the DCT barrier, in its own file; the full-band
+    # lowpass: the same table for the training images through the DCT barrier, in its own file; the full-band
     # projection is the identity, so it gives the plain row's FID; a narrow band moves it
-    low = fid_real.run(["mnist"], n_train=20, chunk=20, data_root=str(fake_data_root), lowpass=[28, 2])
-    assert [(r["lowpass"], r["n_train"]) for r in low] == [(28, 20), (2, 20)]
-    assert low[0]["fid"] == pytest.approx(rows[1]["fid"], rel=1e-4) and low[1]["fid"] != pytest.approx(low[0]["fid"], rel=1e-3)
-    table = list(csv.DictReader(open(tmp_path / "out" / "tables" / "fid_real_lowpass.csv")))
-    assert [r["lowpass"] for r in table] == ["28", "2"] and all(r["fid_paper"] is None for r in low)
+    low = table("fid_real_lowpass", "n_train=20", "chunk=20", "lowpass=[28,2]")
+    assert [(r["lowpass"], r["n_train"]) for r in low] == [("28", "20"), ("2", "20")]
+    assert float(low[0]["fid"]) == pytest.approx(float(rows[1]["fid"]), rel=1e-4)
+    assert float(low[1]["fid"]) != pytest.approx(float(low[0]["fid"]), rel=1e-3) and low[0]["fid_paper"] == ""
     assert len(list((tmp_path / "out" / "fid_stats").iterdir())) == 2  # nothing of the training split cached
-    # --resize tf1: its own table and its own cached test features (the extractor's weights name is its key)
+    # resize tf1: its own table and its own cached test features (the extractor's weights name is its key)
     tf1 = PixelFeatures()
     tf1.weights_name = "pixels-test+tf1-resize"
     monkeypatch.setattr(fid, "get_extractor", lambda *a, **k: tf1 if k.get("resize") == "tf1" else PixelFeatures())
-    rows_tf1 = fid_real.run(["mnist"], n_train=20, chunk=20, data_root=str(fake_data_root), resize="tf1")
-    assert [r["n_train"] for r in rows_tf1] == [20] and rows_tf1[0]["fid_paper"] == 1.6
-    md = (tmp_path / "out" / "tables" / "fid_real_data_tf1_resize.md").read_text()
+    rows_tf1 = table("fid_real_data_tf1_resize", "n_train=20", "chunk=20")
+    assert [r["n_train"] for r in rows_tf1] == ["20"] and float(rows_tf1[0]["fid_paper"]) == 1.6
+    md = (tables / "fid_real_data_tf1_resize_n_train20_chunk20.md").read_text()
     assert "tf1 resize" in md and "(255 x - 128) / 128" in md
     cached = sorted(p.name for p in (tmp_path / "out" / "fid_stats").iterdir())
     assert len(cached) == 4 and sum("tf1-resize" in n for n in cached) == 2

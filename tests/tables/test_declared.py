@@ -43,7 +43,8 @@ def test_the_ldp_figures_are_computed_tables_whose_hooks_import():
     (["ldp_manifolds", "--collect-only"], "cannot split its runs over processes"),
     (["ldp_manifolds", "--datasets", "mnist"], "reads no dataset; leave --datasets out"),
     (["ldp_mnist", "--seeds", "0,1"], "--seeds 0,1: table ldp_mnist is computed from one seed"),
-    (["ldp_mnist", "--set", "trainer.lr=1"], "--set: table ldp_mnist is computed by dpgen.tables.ldp_mnist.compute"),
+    (["ldp_mnist", "--set", "trainer.lr=1"], "--set trainer.lr=1: table ldp_mnist is computed by "
+                                             "dpgen.tables.ldp_mnist.compute; its settings at scale=smoke are"),
     (["ldp_mnist", "--generations", "2"], "--generations: table ldp_mnist is computed"),
     (["ldp_mnist", "--datasets", "cifar10"], "'cifar10' is not one of mnist10k, mnist"),
     (["ldp_trainsize", "--scale", "cpu"], "scale=cpu is not one of its scales"),

@@ -12,30 +12,6 @@ def _header(path):
         return next(csv.reader(f))
 
 
-def test_dpswd_noise_table(outputs_tmp):
-    from dpgen.tables import dpswd_noise
-
-    dpswd_noise.main([])
-    path = outputs_tmp / "tables" / "dpswd_table4_noise.csv"
-    assert _header(path) == ["data", "delta", "d", "k", "N", "epochs", "batch_size", "bound", "sigma_paper",
-                             "sigma_ours", "sigma_paper_convention"]
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 8
-    for r in rows:
-        assert abs(float(r["sigma_paper_convention"]) / float(r["sigma_paper"]) - 1) <= 0.02, r["data"]
-
-
-def test_dpswd_sensitivity_figure(outputs_tmp):
-    from dpgen.tables import dpswd_sensitivity
-
-    dpswd_sensitivity.main([])
-    assert (outputs_tmp / "figures" / "dpswd_fig1_sensitivity.png").stat().st_size > 1000
-    with open(outputs_tmp / "tables" / "dpswd_sensitivity_check.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert rows
-
-
 def _table2(**kw):
     """DP-SWD Table 2 (conf/table/dpswd_table2_generation.yaml) at the smoke scale on MNIST's cells."""
     from dpgen.tables import declared
