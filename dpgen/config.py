@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -40,6 +40,10 @@ from dpgen.utils.settings import choice as _choice
 
 @dataclass
 class DatasetConfig:
+    #: a domain-adaptation pair (:class:`DADatasetConfig`: a public source and a private target), the data of
+    #: task=domain_adaptation; a fact of the schema, not a key a YAML sets
+    domain_pair: ClassVar[bool] = False
+
     name: str = MISSING
     #: number of private training records N
     n_train: int = MISSING
@@ -126,6 +130,7 @@ class DatasetConfig:
             raise ConfigError(f"dataset={name} reads your own data: give dataset.path=<"
                               f"{'folder of class sub-folders' if name == 'folder' else 'file.npz'}> "
                               "(README \"Your own data\")")
+        # the fields of this schema the loader's entry names (an npz's num_classes), those that are set
         declared = {k: getattr(self, k) for k in spec.declared_options if getattr(self, k, None)}
         classes = spec.classes_for({**declared, **dict(options or {})})
         if classes is None and not self.num_classes and self.loader is None:
@@ -139,7 +144,7 @@ class DatasetConfig:
         for key, value in (("shape", shape), ("num_classes", classes), ("dim", dim)):
             if key == "num_classes" and (self.loader is not None or value is None):
                 continue  # a loader of one's own gives its class count (or dataset.num_classes does)
-            given = getattr(self, key)
+            given = getattr(self, key)  # shape, num_classes or dim of this schema, filled in place below
             if given in (None, 0) or (key == "shape" and len(given) == 0):
                 setattr(self, key, value)
             elif self.loader is None and (list(given) if key == "shape" else given) != value:
@@ -155,6 +160,8 @@ class DADatasetConfig(DatasetConfig):
 
     ``n_train`` is N of the private target (Table 4), ``dim`` the input dimension of one record.
     """
+
+    domain_pair: ClassVar[bool] = True
 
     #: the problem's short name (U-M, M-U, VisDA, D-W, ...), the row of DP-SWD Table 1
     problem: str = MISSING
@@ -319,8 +326,7 @@ class GenerationTaskConfig(TaskConfig):
             raise ValueError(f"task.fid={self.fid!r}: use true, false or auto (auto: FID when the Inception weights "
                              "are installed)")
         _choice(self.fidelity, "task.fidelity", FIDELITY_PROTOCOLS)
-        for key in ("fid_samples", "fid_real"):
-            v = getattr(self, key)
+        for key, v in (("fid_samples", self.fid_samples), ("fid_real", self.fid_real)):
             if v is not None:
                 check_positive_int(v, f"task.{key}")
                 if v < FIDELITY_MIN_IMAGES:
@@ -610,7 +616,8 @@ def _outside_method_settings(values: Any) -> MethodConfig:
     from dpgen.utils.objects import import_object
 
     cls = import_object(values["target"], "method.target")
-    schema = getattr(cls, "Settings", MethodConfig)
+    # a class outside dpgen, read before anything checks it is a Method (which declares Settings = None)
+    schema = getattr(cls, "Settings", None) or MethodConfig
     if not (isinstance(schema, type) and issubclass(schema, MethodConfig)):
         raise ConfigError(f"method.target={values['target']}: {cls.__qualname__}.Settings must be a dataclass "
                           "subclassing dpgen.config.MethodConfig")

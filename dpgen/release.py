@@ -168,7 +168,7 @@ def evaluate_again(cfg, metrics: Dict[str, Any], npz: str) -> str:
     parts = ["python run.py", "task=evaluate", f"task.synthetic={shlex.quote(str(npz))}",
              f"dataset={metrics.get('dataset')}"]
     ds = cfg.dataset
-    if getattr(ds, "path", None):
+    if ds.path:  # your own data (a run's config, older ones filled by dpgen.tasks.finished_run.load_generator)
         parts += [f"dataset.path={shlex.quote(str(ds.path))}", f"dataset.num_classes={int(ds.num_classes)}",
                   f"dataset.n_train={int(ds.n_train)}"]
         parts += [f"+dataset.options.{k}={v}" for k, v in dict(ds.options or {}).items() if v is not None]

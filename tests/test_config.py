@@ -223,6 +223,7 @@ def test_a_bad_dotted_path_names_its_key_and_value():
     assert load_class("dpgen.methods.dpswd.DPSWD").__name__ == "DPSWD"
     with pytest.raises(ValueError, match=r"method\.target='nope\.Mod' cannot be imported.*package\.module\.Class"):
         load_class("nope.Mod")
-    ds = SimpleNamespace(loader="dpgen.data.no_such_loader", options=None, data_root=None, download=False)
+    ds = SimpleNamespace(loader="dpgen.data.no_such_loader", options=None, data_root=None, download=False,
+                         validation=0.0, path=None)
     with pytest.raises(ValueError, match=r"dataset\.loader='dpgen\.data\.no_such_loader'.*package\.module\.function"):
         load_split(ds)

@@ -165,3 +165,29 @@ def test_evaluate_draws_more_generations_of_a_finished_run(run_cli):
     code, out = run_cli("task=evaluate", f"task.run={run}", f"hydra.run.dir={run}")
     assert code == 2 and "holds another run's results (checkpoints/)" in out and "its own folder" in out
     assert (run / "metrics.json").read_bytes() == before
+
+
+def test_a_run_whose_config_predates_the_newer_keys_samples_as_with_their_defaults(run_cli, tmp_path):
+    """An older run's config.yaml lacks model.upsample, init, dct_project, sharpen(_at), memory_format and
+    dataset.path, validation: load_generator fills each with its schema default (the one place an older config
+    is read raw), so the generator draws exactly what it draws with the keys written out, and the release's
+    command is built."""
+    import torch
+    import yaml
+
+    from dpgen.tasks.finished_run import load_generator
+
+    code, out = run_cli("method=swd", *QUICK, "task.eval_models=[logreg]")
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+    draw = lambda: load_generator(run)[2].sample(20, generator=torch.Generator().manual_seed(5))[0]  # noqa: E731
+    new = draw()
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    for key in ("upsample", "init", "dct_project", "sharpen", "sharpen_at", "memory_format"):
+        saved["model"].pop(key)
+    for key in ("path", "validation", "n_train_counted"):
+        saved["dataset"].pop(key)
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert torch.equal(draw(), new)
+    sheet = release.release(run, n=50, out=tmp_path / "rel", allow_non_private=True)
+    assert "dataset.path" not in sheet["evaluate_again"] and "dataset=digits" in sheet["evaluate_again"]

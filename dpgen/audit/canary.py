@@ -833,7 +833,7 @@ def audit_release(trials: int, seed: int, method: str = "", overrides: Sequence[
     with torch.random.fork_rng():  # the method's own modules (a discriminator) start from seeded weights
         torch.manual_seed(seed)
         m = build(cfg, DataInfo(1000, RELEASE_SHAPE, 2), 1, "generation")
-    if not callable(getattr(m, "release", None)):
+    if not callable(m.release):  # Method.release: None unless the method defines the hook
         raise ValueError(f"method={method}: {type(m).__qualname__} defines no release(real, y) hook "
                          "(dpgen.methods.base.Method.release) for the canary audit")
     sens = float(m.release_sensitivity())

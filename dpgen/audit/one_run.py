@@ -396,10 +396,8 @@ def audit_run(method: str, m: int = 1000, noise_scale: float = 1.0, seed: int = 
 
 
 def _ledger_name(method) -> str:
-    """The accountant of the run's ledger, as the run names it."""
-    ledger = getattr(method, "ledger", None)
-    name = getattr(ledger, "accountant_name", None)
-    return str(name) if name else type(getattr(ledger, "accountant", None)).__name__
+    """The accountant of the run's ledger, as the run names it (both audited methods are private: a Ledger)."""
+    return str(method.ledger.accountant_name)
 
 
 #: below this share of the noise, a PLD ledger's epsilon at the actual noise is computed with autodp's RDP instead (an

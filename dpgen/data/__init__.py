@@ -215,7 +215,7 @@ def load_split(dataset_cfg, split: str = "train") -> Dataset:
     held out for a selection mechanism that runs under its own accounting (parallel composition)."""
     from dpgen.data.holdout import check_fraction, holdout_part
 
-    fraction = check_fraction(getattr(dataset_cfg, "validation", 0.0))
+    fraction = check_fraction(dataset_cfg.validation)
     if split == "validation" and fraction == 0:
         raise ValueError("split='validation' needs a holdout: set dataset.validation=<fraction>, e.g. 0.05, for the "
                          "run that trains the model too (its training records exclude the held-out ones)")
@@ -227,12 +227,13 @@ def load_split(dataset_cfg, split: str = "train") -> Dataset:
 def _load_split(dataset_cfg, split: str) -> Dataset:
     ds = dataset_cfg
     opts = dict(ds.options or {})
-    if getattr(ds, "path", None):  # your own data (dataset=folder / npz); a duck-typed node may lack the key
+    if ds.path:  # your own data (dataset=folder / npz)
         opts["path"] = ds.path
     spec = DATASETS.get(ds.name) if not ds.loader else None
     for key in (spec.declared_options if spec is not None else ()):
-        if opts.get(key) is None and getattr(ds, key, None):
-            opts[key] = getattr(ds, key)
+        declared = getattr(ds, key)  # a dataset.<key> field the loader's entry names (an npz's num_classes)
+        if opts.get(key) is None and declared:
+            opts[key] = declared
     if ds.loader:
         from dpgen.utils.objects import import_object
 

@@ -64,15 +64,14 @@ class ArrayDataset(TensorDataset):
 
 def as_tensors(dataset: Dataset, max_items: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(X, y)`` of a dataset (its first ``max_items`` items); free for in-memory datasets."""
-    tensors = getattr(dataset, "tensors", None)
-    if tensors is not None and len(tensors) == 2:
-        X, y = tensors
+    if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:  # an ArrayDataset: (X, y) in memory
+        X, y = dataset.tensors
         if max_items is not None:
             X, y = X[:max_items], y[:max_items]
         return X, y
     n = len(dataset) if max_items is None else min(int(max_items), len(dataset))
     if n == 0:
-        shape = tuple(getattr(dataset, "shape", ()))
+        shape = tuple(getattr(dataset, "shape", ()))  # any torch Dataset, read item by item: it may not say
         return torch.empty((0, *shape), dtype=torch.float32), torch.empty(0, dtype=torch.int64)
     xs, ys = zip(*(dataset[i] for i in range(n)))
     return torch.stack([torch.as_tensor(x) for x in xs]), torch.as_tensor([int(v) for v in ys],

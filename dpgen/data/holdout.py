@@ -71,14 +71,14 @@ def holdout_part(ds, fraction: float, part: str) -> ArrayDataset:
     """The ``part`` ("train" or "validation") of the in-memory set ``ds`` under ``dataset.validation=fraction``."""
     if part not in PARTS:
         raise ValueError(f"split={part!r}: with dataset.validation the private set has the parts {', '.join(PARTS)}")
-    tensors = getattr(ds, "tensors", None)
-    if tensors is None or len(tensors) != 2:
-        raise ValueError(f"dataset.validation={fraction}: {getattr(ds, 'name', 'this dataset')} is read lazily, and "
+    # a loader returns an ArrayDataset (docs/EXTENDING.md) or, for CelebA, a set read lazily from its files
+    if not isinstance(ds, ArrayDataset):
+        raise ValueError(f"dataset.validation={fraction}: {ds.name} is read lazily, and "
                          "a validation split is carved from in-memory sets only: set dataset.validation=0")
-    X, y = tensors
+    X, y = ds.tensors
     keep = held_out_mask(X, y, fraction)
     if part == "train":
         keep = ~keep
     idx = torch.from_numpy(np.flatnonzero(keep))
     return ArrayDataset(X[idx], y[idx], name=ds.name, num_classes=ds.num_classes, split=part,
-                        source=getattr(ds, "source", None))
+                        source=ds.source)

@@ -124,7 +124,7 @@ def _read_idx_pair(paths: Tuple[Path, Path], name: str) -> Tuple[torch.Tensor, t
 def _torchvision_download(cls_name: str, root: Path, **kwargs) -> None:
     import torchvision.datasets as tvd
 
-    getattr(tvd, cls_name)(root=str(root), download=True, **kwargs)
+    getattr(tvd, cls_name)(root=str(root), download=True, **kwargs)  # by name: torchvision imported only here
 
 
 def _load_mnist_like(name: str, folder: str, tv_class: str, root: Path, split: str, download: bool,

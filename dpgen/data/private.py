@@ -68,7 +68,7 @@ class PrivateData:
         self.name = name
         #: the record shape and class count: the loader's public facts (config-declared where they must be)
         self.shape = tuple(int(s) for s in ds.shape) if hasattr(ds, "shape") else tuple(shape)
-        self.num_classes = int(getattr(ds, "num_classes", 0) or num_classes or 0)
+        self.num_classes = int(ds.num_classes or num_classes or 0)  # a loader's set (ArrayDataset, CelebA) says it
         self.in_memory = hasattr(ds, "tensors")
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self._X: Optional[torch.Tensor] = None

@@ -249,7 +249,7 @@ def check_structure(ts: torch.jit.ScriptModule, model: Optional[torch.nn.Module]
     model = model if model is not None else _build_fid_inception()
     layers = ts.net.layers
     for tf, pt, kind in _BLOCKS:
-        got = getattr(layers, tf).original_name
+        got = getattr(layers, tf).original_name  # a TorchScript module: no get_submodule, blocks are read by name
         if got != kind:
             raise ConversionError(f"TorchScript block {tf} is a {got}, expected {kind} ({pt})")
     n_src = sum(1 for _, m in layers.named_modules() if m.original_name == "Conv2dLayer")
@@ -258,7 +258,7 @@ def check_structure(ts: torch.jit.ScriptModule, model: Optional[torch.nn.Module]
     for s, t in conv_pairs():
         sm = layers
         for part in s.split("."):
-            sm = getattr(sm, part)
+            sm = getattr(sm, part)  # (the same: TorchScript has no get_submodule)
         tc = model.get_submodule(t).conv
         pad = sm.padding
         pad = tuple(pad) if isinstance(pad, (list, tuple)) else (pad, pad)

@@ -17,7 +17,7 @@ def ledger_for(mechanism, privacy, steps: int = 0, **overrides):
     from dpgen.privacy.mechanisms import make_ledger
 
     kw = dict(epsilon=privacy.epsilon, delta=privacy.delta, accountant=privacy.accountant,
-              rel_tol=getattr(privacy, "rel_tol", 1e-3))
+              rel_tol=privacy.rel_tol)
     kw.update(overrides)
     return make_ledger(mechanism, steps=steps, **kw)
 
@@ -88,6 +88,9 @@ class Method(LedgerState):
     """
 
     name = "base"
+    #: the dataclass of its settings (a subclass of ``dpgen.config.MethodConfig``), registered as its schema
+    #: (``schema/method/<name>``); None: its YAML extends ``schema/method/base`` and needs no keys of its own
+    Settings: Optional[type] = None
     private = False
     #: "without_replacement" (fixed-size random subsets) or "poisson"
     sampling = "without_replacement"
@@ -96,6 +99,9 @@ class Method(LedgerState):
     local = False
     accountant = None
     max_steps: Optional[int] = None
+    #: the Gaussian noise multiplier (noise std / sensitivity) of its release once calibrated or given; None:
+    #: no Gaussian release (a non-private method) or not known before the method is built
+    noise_multiplier: Optional[float] = None
     #: generator of the mechanism's randomness (directions, noise); set by the loop
     rng: Optional[torch.Generator] = None
 

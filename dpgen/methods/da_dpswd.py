@@ -72,7 +72,7 @@ class DASWD(DAMethod):
         self.sigma = 0.0
         #: bound=frame: directions drawn as stacked orthonormal blocks (its exact sensitivity needs them)
         self.frame = self.private and m.bound == "frame"
-        self.directions = getattr(m, "directions", "structured")
+        self.directions = m.directions if self.frame else "structured"  # a DP-SWD setting (SWD has none)
         #: SWD_2^2 x d (method.sliced_scale=dim): the distance in the rows' own units (post-processing)
         self.scale = float(self.feat_dim) if cfg.method.sliced_scale == "dim" else 1.0
 

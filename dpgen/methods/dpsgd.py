@@ -215,6 +215,8 @@ class DPSGD(Method):
 
 
     accounting_relation = RELATIONS["poisson"]
+    #: examples a step's pairs need: 2 (wdp), 3 with bdp (its estimate needs >= 2 pairs); set by _check_accountants
+    min_pair_examples = 2
 
     @classmethod
     def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:
@@ -443,7 +445,7 @@ class DPSGD(Method):
         the worst-case pairs (every distance 2 C), so a small batch never stops a run.
         """
         k = min(self.pair_examples, batch)
-        if not self.pairwise or k < getattr(self, "min_pair_examples", 2):
+        if not self.pairwise or k < self.min_pair_examples:
             return None
         return permutation(batch, generator=generator)[:k]
 
@@ -601,9 +603,10 @@ class DPSGD(Method):
             raise ValueError("checkpoint is from a run with method.private="
                              f"{state.get('private')}, this one has {self.private}: resume with the same method.")
         if self.private:
-            for key in ("noise_multiplier", "clip", "sample_rate"):
-                if not math.isclose(float(state[key]), float(getattr(self, key)), rel_tol=1e-9):
-                    raise ValueError(f"checkpoint has {key}={state[key]} but this run has {getattr(self, key)}: "
+            mine = {"noise_multiplier": self.noise_multiplier, "clip": self.clip, "sample_rate": self.sample_rate}
+            for key, value in mine.items():
+                if not math.isclose(float(state[key]), float(value), rel_tol=1e-9):
+                    raise ValueError(f"checkpoint has {key}={state[key]} but this run has {value}: "
                                      "resume with the settings the run was started with.")
             missing = set(self.accountants) - set(state["accountants"])
             if missing:

@@ -492,7 +492,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         autograd (a test), in k m |code| operations instead of a batched backward through the cost and
         the decode (make bench, part per_record_image_gradient: 4.6 ms against 57.5 ms at batch 50 on MNIST,
         within 1.1x of the cost matrix alone). Other generators: autograd (:meth:`record_gradients`)."""
-        if not callable(getattr(gen, "decode_vjp", None)):
+        if not callable(gen.decode_vjp):  # ConditionalGenerator.decode_vjp: None unless decode is linear
             c = code.detach().requires_grad_(True)
             for _, _, grads in self.record_gradients(c, gen.decode(c), y_fake, real, y_real, chunk=chunk):
                 yield grads
@@ -679,8 +679,8 @@ class AdversarialSinkhorn(Sinkhorn):
                 self._optimizer(int(k)).load_state_dict(st)
 
     def bind_generator(self, gen: nn.Module) -> None:
-        shape = getattr(gen, "out_shape", None)
-        if shape is None or len(shape) != 3:
+        shape = gen.out_shape  # the task's generator: a dpgen.models.base.ConditionalGenerator
+        if len(shape) != 3:
             raise ValueError(f"{self.name} needs an image generator (C, H, W), got output shape {shape}")
         self._build(int(shape[0]), next(gen.parameters()).device)
 

@@ -316,7 +316,8 @@ class SWD(GenerativeMethod):
         self.max_norm = math.sqrt(max(data_dim, 1) + (self.label_weight ** 2 if num_classes and not tensor else 0.0))
         self.sigma = 0.0
         self.frame = self.private and m.bound == "frame"  # DP-SWD only (SWD's config has no bound)
-        self.directions = getattr(m, "directions", "structured")  # bound=frame: structured | haar
+        # bound=frame: structured | haar (a DP-SWD setting; SWD's and the other bounds draw i.i.d. directions)
+        self.directions = m.directions if self.frame else "structured"
         lp = m.compare_lowpass
         self.lowpass = None
         if lp:

@@ -94,7 +94,7 @@ def method_settings() -> Dict[str, type]:
     out: Dict[str, type] = {}
     for task in TASK_NAMES:
         for name, cls in REGISTRY[task].items():
-            settings = getattr(cls, "Settings", None)
+            settings = cls.Settings
             if settings is None:
                 continue
             if out.setdefault(name, settings) is not settings:

@@ -18,6 +18,11 @@ def count_parameters(module: nn.Module) -> int:
 class ConditionalGenerator(nn.Module):
     """Base: ``forward(z, y)`` with y integer labels (one-hot encoded inside) or None."""
 
+    #: a generator whose ``decode`` is a fixed linear map gives its vector-Jacobian product here,
+    #: ``decode_vjp(pixel_grad) -> code_grad`` (the DCT generators: DP-Sinkhorn's per-record code gradients then
+    #: take a closed form); None: the gradients go through autograd
+    decode_vjp = None
+
     def __init__(self, code_dim: int, num_classes: int, out_shape: Sequence[int]):
         super().__init__()
         self.code_dim = int(code_dim)

@@ -221,7 +221,7 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
     """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct`` and ``model.dct_project``,
     which wraps the generator in :class:`DCTProjectedGenerator`)."""
     kw = {"dct_size": int(model_cfg.dct_size)} if model_cfg.generator == "dct" else {}
-    upsample = str(getattr(model_cfg, "upsample", "nearest"))
+    upsample = str(model_cfg.upsample)
     name = default_generator(out_shape) if model_cfg.generator == "auto" else model_cfg.generator
     if name == "merf_conv":
         kw["upsample"] = upsample
@@ -229,13 +229,13 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
         raise ValueError(f"model.upsample={upsample} applies to the merf_conv generator only, this run's is "
                          f"{model_cfg.generator!r}: drop model.upsample or set model.generator=merf_conv")
     gen = make_generator(model_cfg.generator, out_shape, num_classes, model_cfg.code_dim, **kw)
-    if bool(getattr(model_cfg, "dct_project", False)):
+    if bool(model_cfg.dct_project):
         if model_cfg.generator == "dct":
             raise ValueError("model.dct_project=true projects another generator's images onto DCT coefficients; "
                              "model.generator=dct emits them already: drop model.dct_project or pick another "
                              "generator (e.g. model.generator=dcgan)")
         gen = DCTProjectedGenerator(gen, int(model_cfg.dct_size))
-    if str(getattr(model_cfg, "init", "torch")) == "dcgan":
+    if str(model_cfg.init) == "dcgan":
         dcgan_init(gen)
     return gen
 
@@ -292,11 +292,11 @@ class SharpenedSamples(nn.Module):
 
 def released_generator(gen: ConditionalGenerator, model_cfg) -> nn.Module:
     """The generator as the run evaluates and releases it: ``gen`` itself, or wrapped in
-    :class:`SharpenedSamples` when ``model.sharpen`` is set (a config without the field: off)."""
-    k = getattr(model_cfg, "sharpen", None) if model_cfg is not None else None
+    :class:`SharpenedSamples` when ``model.sharpen`` is set (``model_cfg`` None: off)."""
+    k = model_cfg.sharpen if model_cfg is not None else None
     if not k:
         return gen
-    return SharpenedSamples(gen, float(k), float(getattr(model_cfg, "sharpen_at", 0.5) or 0.5))
+    return SharpenedSamples(gen, float(k), float(model_cfg.sharpen_at or 0.5))
 
 
 def apply_memory_format(gen: torch.nn.Module, setting: str, device) -> torch.nn.Module:

@@ -74,15 +74,9 @@ def check_sampling(sampling: str) -> str:
 class _SubsampledGaussianAccountant(Accountant):
     """Common bookkeeping: a history of (noise_multiplier, sample_rate, num_steps) groups."""
 
-    #: how a :class:`dpgen.privacy.ledger.Ledger` kept by this accountant calibrates, searches and cross-checks: a
-    #: class of :mod:`dpgen.privacy.ledger_accountants` (its ``ledger_accountant``); by default the ledger replays
-    #: its history into a fresh accountant of this class
+    #: by default a :class:`dpgen.privacy.ledger.Ledger` kept by a subsampled-Gaussian accountant replays its
+    #: history into a fresh accountant of the class (:class:`dpgen.privacy.ledger_accountants.ReplayLedgerAccountant`)
     ledger_family = "ReplayLedgerAccountant"
-    #: what reports call it (None: its name)
-    label = None
-    #: (near) exact for the subsampled Gaussian (PLD, PRV), rather than an upper bound (RDP, moments): every RDP
-    #: bound of a history must then lie at or above its epsilon (:func:`dpgen.privacy.ledger.cross_check_verdict`)
-    exact = False
 
     def step(self, *, noise_multiplier: float, sample_rate: float, num_steps: int = 1) -> None:
         z = check_positive(noise_multiplier, "noise_multiplier", "the noise std over the L2 sensitivity")
@@ -434,7 +428,7 @@ def epsilon_for(noise_multiplier: float, sample_rate: float, steps: int, delta: 
         acc: Accountant = RDPAccountant(sampling=sampling)
     else:
         acc = make_accountant(accountant)
-        if getattr(acc, "sampling", sampling) != sampling:
+        if acc.sampling not in (None, sampling):
             raise PrivacyParameterError(
                 f"accountant={accountant!r} supports sampling={acc.sampling!r} only, not {sampling!r}: "
                 "use accountant=rdp for sampling without replacement."

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 class Accountant(ABC):
@@ -24,6 +24,17 @@ class Accountant(ABC):
 
     #: short name used in configs, tables and checkpoints
     name: str = "base"
+    #: what reports call it (None: its name)
+    label: Optional[str] = None
+    #: (near) exact for the subsampled Gaussian (PLD, PRV), rather than an upper bound (RDP, moments): every RDP
+    #: bound of a history must then lie at or above its epsilon (:func:`dpgen.privacy.ledger.cross_check_verdict`)
+    exact: bool = False
+    #: how a :class:`dpgen.privacy.ledger.Ledger` kept by this accountant calibrates, searches and cross-checks: a
+    #: class of :mod:`dpgen.privacy.ledger_accountants`; None: it keeps no ledger (the Bayesian and Wasserstein
+    #: accountants take per-step privacy-loss statistics, not a subsampled Gaussian's noise and rate)
+    ledger_family: Optional[str] = None
+    #: the one sampling scheme it analyses (opacus' and dp-accounting's: poisson); None: any it is given
+    sampling: Optional[str] = None
 
     def __init__(self) -> None:
         self.history: List[Dict[str, Any]] = []

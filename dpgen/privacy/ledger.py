@@ -44,7 +44,7 @@ RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record in
 
 
 #: what the reports call each accountant (its ``label``; an accountant without one is called by its name)
-ACCOUNTANT_TEXT = {name: cls.label for name, cls in ACCOUNTANTS.items() if getattr(cls, "label", None)}
+ACCOUNTANT_TEXT = {name: cls.label for name, cls in ACCOUNTANTS.items() if cls.label}
 
 #: why ``privacy.accountant=auto`` picks its accountant, per sampling scheme (the reports print it)
 AUTO_REASONS = {
@@ -293,7 +293,7 @@ def cross_check_verdict(charged: float, independent: Dict[str, float], ledger: s
     if not independent:
         return {"charged": f"epsilon_spent ({ledger})", "passed": None, "why": "no private step to check"}
     gaps = {k: round((float(v) - charged) / charged, 4) if charged > 0 else 0.0 for k, v in independent.items()}
-    if getattr(ACCOUNTANTS.get(ledger), "exact", False):  # the (near) exact accountants: PLD, PRV
+    if ledger in ACCOUNTANTS and ACCOUNTANTS.lookup(ledger).exact:  # the (near) exact accountants: PLD, PRV
         passed = all(g >= -PLD_SLACK for g in gaps.values())
         rule = (f"no independent RDP upper bound below the charged PLD epsilon (by more than {PLD_SLACK:.0%}): PLD "
                 "is the tightest of them, RDP bounds lie above it")

@@ -79,7 +79,7 @@ class LedgerAccountant:
         # a full-batch ledger (sample rate 1: a one-shot release) samples nothing, and one Gaussian on the whole
         # set has the same privacy loss distribution under add/remove and replace-one (the relation sets only
         # the sensitivity, which the method supplies): a Poisson-only accountant analyses it as well
-        if getattr(acc, "sampling", self.sampling) != self.sampling and sample_rate < 1.0:
+        if acc.sampling not in (None, self.sampling) and sample_rate < 1.0:
             raise ValueError(f"privacy.accountant={self.name} analyses Poisson sampling only; this method samples "
                              f"{self.sampling}: use privacy.accountant=auto (autodp RDP here) or rdp")
         return acc
@@ -114,7 +114,7 @@ class LedgerAccountant:
                 + " (epsilon_cross_check)")
 
     def text(self) -> str:
-        return getattr(ACCOUNTANTS.lookup(self.name), "label", None) or self.name
+        return ACCOUNTANTS.lookup(self.name).label or self.name
 
 
 class ReplayLedgerAccountant(LedgerAccountant):
@@ -234,7 +234,7 @@ def ledger_accountant(name: str, sampling: str):
     :func:`resolve_accountant`): an object of the class the accountant's ``ledger_family`` names here
     (:data:`FAMILIES`), found by the one lookup of ``name`` in the accountant registry."""
     name = resolve_accountant(name, sampling)
-    family = getattr(ACCOUNTANTS.lookup(name), "ledger_family", None)
+    family = ACCOUNTANTS.lookup(name).ledger_family
     if family is None:
         raise PrivacyParameterError(
             f"privacy.accountant={name} accounts per-step privacy-loss statistics, not the subsampled Gaussian "

@@ -24,7 +24,7 @@ def _home_task(cfg: Config) -> str:
     if cfg.method.target:
         return cfg.task.name
     tasks = tasks_of(cfg.method.name)
-    if "domain_adaptation" in tasks and hasattr(cfg.dataset, "target"):
+    if "domain_adaptation" in tasks and cfg.dataset.domain_pair:
         return "domain_adaptation"
     return tasks[0] if tasks else "generation"
 
@@ -55,7 +55,7 @@ def _own_report(cls, cfg: Config, info, steps: int) -> Dict[str, Any]:
 
     method = build(cfg, info, steps, _home_task(cfg))
     rep = dict(method.privacy_report())
-    ledger, z = getattr(method, "ledger", None), getattr(method, "noise_multiplier", None)
+    ledger, z = method.ledger, method.noise_multiplier
     if ledger is not None and z is not None:
         rep.setdefault("epsilon", ledger.epsilon_of(z, steps))
     label = cfg.method.name  # the name the user chose (an outside method's class inherits "base")

@@ -34,9 +34,9 @@ def _load_domain(cfg, which: str):
     from dpgen.data import load_dataset
 
     ds = cfg.dataset
-    name = getattr(ds, which)
-    split = getattr(ds, f"{which}_split")
-    opts = dict(getattr(ds, f"{which}_options") or {})
+    name, split, opts = ((ds.source, ds.source_split, ds.source_options) if which == "source" else
+                         (ds.target, ds.target_split, ds.target_options))
+    opts = dict(opts or {})
     try:
         return load_dataset(name, split, data_root=ds.data_root, download=ds.download, **opts)
     except FileNotFoundError as e:
@@ -51,7 +51,7 @@ def load_domains(cfg) -> Dict[str, Any]:
     from dpgen.data import as_tensors
 
     ds = cfg.dataset
-    if not hasattr(ds, "source") or not hasattr(ds, "target"):
+    if not ds.domain_pair:
         raise ValueError(
             f"task=domain_adaptation needs a domain-adaptation problem preset, not dataset={ds.name}: "
             "choose dataset=da_usps_mnist, da_mnist_usps, da_visda or da_office31_<s><t> (e.g. da_office31_dw)."
@@ -77,7 +77,7 @@ def load_domains(cfg) -> Dict[str, Any]:
             raise ValueError(f"problem {ds.problem}: some {nm} labels lie outside 0..{cs - 1} (the values found are "
                              "not printed: the target's are private); check the label file or dataset.num_classes")
     return {"Xs": Xs, "Ys": Ys, "Xt": Xt, "Yt": Yt, "shape": tuple(Xs.shape[1:]), "num_classes": cs,
-            "source_file": getattr(src, "source", ""), "target_file": getattr(tgt, "source", "")}
+            "source_file": src.source, "target_file": tgt.source}
 
 
 @trainable

@@ -162,8 +162,7 @@ def evaluation_folder(cfg, output_dir) -> Path:
 
 def _sharpen_of(rcfg, override):
     """The contrast curve the evaluated samples went through (model.sharpen), or None."""
-    k, at = override if override is not None else (getattr(rcfg.model, "sharpen", None),
-                                                   getattr(rcfg.model, "sharpen_at", 0.5))
+    k, at = override if override is not None else (rcfg.model.sharpen, rcfg.model.sharpen_at)
     return {"slope": float(k), "at": float(at)} if k else None
 
 

@@ -10,6 +10,21 @@ class ReleaseError(ValueError):
     """The run cannot be released (the message names the file or value and the fix)."""
 
 
+def schema_defaults(schema):
+    """The fields of a config dataclass that have a default, at that default (an untyped node: merged under a
+    saved config, it fills in only what the saved one lacks)."""
+    import dataclasses
+
+    from omegaconf import MISSING, OmegaConf
+
+    out = {}
+    for f in dataclasses.fields(schema):
+        value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if value is not dataclasses.MISSING and value != MISSING:
+            out[f.name] = value
+    return OmegaConf.create(out)
+
+
 def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None):
     """(config, metrics, the evaluated generator, shape, classes, the weights' privacy) of a finished run, from
     its files only. The metrics and the privacy describe the checkpoint whose weights are loaded (one read of
@@ -20,7 +35,7 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None)
     machine); it changes where the files are read, nothing about the weights."""
     from omegaconf import OmegaConf, open_dict
 
-    from dpgen.config import register_configs
+    from dpgen.config import DatasetConfig, ModelConfig, register_configs
     from dpgen.models import generator_from_config, released_generator
     from dpgen.train.run_record import load_checkpoint_file, read_run
 
@@ -31,8 +46,12 @@ def load_generator(run: Path, device: str = "cpu", sharpen=None, data_root=None)
                                f"with resume=auto hydra.run.dir={run} to finish it)")
     register_configs()
     cfg = OmegaConf.load(run / "config.yaml")
-    if data_root is not None:
-        with open_dict(cfg):
+    with open_dict(cfg):
+        # the one place an older run's config is read without validation: every model.* and dataset.* field it
+        # lacks (model.upsample, init, sharpen; dataset.path, validation) is given its default, which it ran with
+        cfg.model = OmegaConf.merge(schema_defaults(ModelConfig), cfg.model)
+        cfg.dataset = OmegaConf.merge(schema_defaults(DatasetConfig), cfg.dataset)
+        if data_root is not None:
             cfg.dataset.data_root = str(data_root)
     state = load_checkpoint_file(run / "checkpoints" / "last.pt", materialise=True)
     record = read_run(run, state=state)

@@ -131,7 +131,7 @@ class GenerationTask(Task):
             names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
             parts.append(f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
                          f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")
-        if fid_enabled(cfg) and len(getattr(self, "shape", cfg.dataset.shape or ())) == 3 and device.type == "cpu":
+        if fid_enabled(cfg) and len(self.shape) == 3 and device.type == "cpu":
             from dpgen.eval.fid import estimate_seconds as fid_seconds
 
             c = fid_counts(cfg.task, n_test or int(cfg.dataset.n_test or 0) or 10000, device)
@@ -370,7 +370,7 @@ def fidelity_without_classifiers(cfg, gen, device, n_private: int, test=None) ->
     from dpgen.eval.fidelity import set_fidelity
 
     X_test, Y_test = _test_split(cfg, test)
-    k = int(getattr(gen, "num_classes", 0) or cfg.dataset.num_classes or 1)
+    k = int(gen.num_classes or cfg.dataset.num_classes or 1)
     n = min(n_synthetic(cfg.task, n_private), 2000, max(10 * len(X_test), 20 * k))
     x_syn, y_syn = synthetic_set(gen, n, cfg.seed + 2, device)
     return {"n_synthetic": n, "n_test": int(X_test.shape[0]), **set_fidelity(x_syn, y_syn, X_test, Y_test, cfg.seed)}

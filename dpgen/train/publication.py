@@ -64,9 +64,10 @@ def privacy_settings(cfg, *, n_private: int, calibration_steps: int, task_keys: 
     """
     dataset = {k: v for k, v in (_plain(cfg.dataset) or {}).items() if k not in _LOCATION_KEYS}
     privacy = {k: v for k, v in (_plain(cfg.privacy) or {}).items() if k not in ("cross_check", "selected_on_private")}
+    task = _plain(cfg.task) or {}
     s = {"method": _plain(cfg.method), "privacy": privacy, "dataset": dataset,
          "trainer": {"batch_size": int(cfg.trainer.batch_size)},
-         "task": {k: _plain(getattr(cfg.task, k, None)) for k in task_keys}}
+         "task": {k: task.get(k) for k in task_keys}}
     flat = _flatten(s)
     flat["n_private"] = int(n_private)
     flat["calibration_steps"] = int(calibration_steps)
@@ -82,7 +83,7 @@ OWN_SPLIT_KEY = ("dataset.held_out_by", "per-record hash (dpgen.data.holdout.hel
 
 
 def _held_out_of_own_data(dataset) -> bool:
-    path = getattr(dataset, "path", None)
+    path = dataset.path
     if not path:
         return False
     from dpgen.data.own import has_test_split
@@ -160,7 +161,7 @@ def stop_step(method, step: int, requested: int, max_steps: Optional[int] = None
         return int(requested)
     spent = int(method.spent_steps())
     wanted = max(0, int(requested) - spent)
-    ledger = getattr(method, "ledger", None)
+    ledger = method.ledger
     if ledger is not None and hasattr(ledger, "steps_left"):
         return int(step) + int(ledger.steps_left(wanted))
     cap = int(requested) if max_steps is None else min(int(requested), int(max_steps))

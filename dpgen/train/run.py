@@ -151,7 +151,7 @@ def check_declared_size(cfg, method, task) -> None:
     private method whose neighbours replace one record is refused with it: the replace-one methods above (a
     full-batch release such as DP-MERF's mean included) and the local ones (a replaced record that moves to the
     held-out part is no longer released at all, which its "any two values of one record" does not cover)."""
-    holdout = float(getattr(cfg.dataset, "validation", 0.0) or 0.0)
+    holdout = float(cfg.dataset.validation)
     if holdout > 0 and method.private and method.sampling != "poisson":
         raise ValueError(
             f"dataset.validation={holdout:g} with {cfg.method.name}, whose neighbours replace one record (it "
@@ -159,7 +159,7 @@ def check_declared_size(cfg, method, task) -> None:
             "replaced record may move between the training and the validation part, so the two parts would not "
             "compose in parallel. Use a Poisson-sampling method (method.sampling=poisson where it has one), or set "
             "dataset.validation=0.")
-    if not method.private or method.sampling == "poisson" or getattr(method, "local", False):
+    if not method.private or method.sampling == "poisson" or method.local:
         return
     task.data.refuse_other_size(
         f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
@@ -174,7 +174,7 @@ def check_budget(method, steps: int) -> None:
     trained and released at epsilon 2.52 under a budget of 1.0)."""
     from dpgen.privacy.mechanisms import check_declared
 
-    if method.private and getattr(method, "ledger", None) is not None:
+    if method.private and method.ledger is not None:
         check_declared(method.ledger, steps if method.accounts_steps else 0)
 
 
@@ -187,13 +187,13 @@ def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
     ds = cfg.dataset
     facts = RunFacts(
         n=int(n), poisson=method.sampling == "poisson",
-        counted_n_from=str(ds.path) if getattr(ds, "n_train_counted", False) else None,
-        validation=float(getattr(ds, "validation", 0.0) or 0.0),
-        own_data=str(ds.path) if getattr(ds, "path", None) else None,
-        own_test_held_out=bool(getattr(ds, "path", None)) and not own_test_split(cfg),
-        selected_on_private=getattr(cfg.privacy, "selected_on_private", None),
+        counted_n_from=str(ds.path) if ds.n_train_counted else None,
+        validation=float(ds.validation),
+        own_data=str(ds.path) if ds.path else None,
+        own_test_held_out=bool(ds.path) and not own_test_split(cfg),
+        selected_on_private=cfg.privacy.selected_on_private,
         secret_randomness=bool(cfg.privacy.secret_randomness),
-        secure_rng=bool(getattr(cfg.privacy, "secure_rng", False)))
+        secure_rng=bool(cfg.privacy.secure_rng))
     return run_report(method.privacy_report(), facts)
 
 
@@ -225,7 +225,7 @@ class Run:
         self.sampler_gen, self.noise_gen = mechanism_generators(cfg, self.device)
         task.setup(cfg, self.device)
         if t.batch_size > task.n_private:  # the declared (public) size; a counted one is not said in an error
-            n_said = ("counted from dataset.path" if getattr(cfg.dataset, "n_train_counted", False) else
+            n_said = ("counted from dataset.path" if cfg.dataset.n_train_counted else
                       f"dataset.n_train={task.n_private} records")
             raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({n_said}): lower "
                              "trainer.batch_size.")
@@ -245,7 +245,7 @@ class Run:
         self.method, self.models = task.build(cfg, calib_steps, self.device)
         check_declared_size(cfg, self.method, task)
         check_budget(self.method, self.steps)  # calibrated or refused before anything is trained or released
-        if getattr(cfg.dataset, "n_train_counted", False):  # said once the data and the method are set up
+        if cfg.dataset.n_train_counted:  # said once the data and the method are set up
             print(f"[dpgen] dataset={cfg.dataset.name}: dataset.n_train=0, so the training records at "
                   f"{cfg.dataset.path} were counted: {task.n_private:,}, treated as public (it sets q = B / n; the "
                   "report says so). Declare dataset.n_train=<n> to fix it instead.", file=sys.stderr, flush=True)

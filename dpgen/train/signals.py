@@ -34,6 +34,7 @@ EXIT_INTERRUPTED = 130
 
 def _signal_number() -> Optional[int]:
     name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    # a signal named by the environment: not every platform defines every one (None: no handler)
     return getattr(signal, f"SIG{name}", None) if name else None
 
 

@@ -35,7 +35,7 @@ class HeldStderr:
             sys.stderr = self.real
 
     def __getattr__(self, name):
-        return getattr(self.real, name)
+        return getattr(self.real, name)  # a stream stand-in: everything else is the real stream's
 
 
 #: the held stderr of this process's run (one at most)

@@ -223,7 +223,7 @@ class _Tee:
         self.flush()
 
     def __getattr__(self, name):
-        return getattr(self.stream, name)
+        return getattr(self.stream, name)  # a stream stand-in: everything else is the wrapped stream's
 
 
 class RunLog:

@@ -12,7 +12,7 @@ from dpgen.data.holdout import check_fraction, holdout_part, record_positions
 
 def _digits(validation):
     return OmegaConf.create({"name": "digits", "options": {}, "loader": None, "data_root": None, "download": False,
-                             "validation": validation})
+                             "validation": validation, "path": None})
 
 
 def test_parts_are_disjoint_cover_the_set_and_are_stable():

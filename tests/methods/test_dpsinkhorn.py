@@ -21,7 +21,8 @@ def _cfg(**method):
              alpha_c=15.0, backend="tensorized", scaling=0.5, alpha_a=10.0, feature_lr=1e-3, num_partitions=None,
              diameter=None, clip_mode="batch")
     m.update(method)
-    return SimpleNamespace(method=SimpleNamespace(**m), privacy=SimpleNamespace(epsilon=10.0, delta=1e-5, accountant="rdp"))
+    privacy = SimpleNamespace(epsilon=10.0, delta=1e-5, accountant="rdp", rel_tol=1e-3)
+    return SimpleNamespace(method=SimpleNamespace(**m), privacy=privacy)
 
 
 def _batch(n, seed=0, shape=(1, 8, 8)):
@@ -907,16 +908,18 @@ def test_per_record_closed_form_for_the_dct_decode_equals_autograd():
 def _projected_dcgan(dct_size=4, shape=(1, 8, 8)):
     from omegaconf import OmegaConf
 
+    from dpgen.config import ModelConfig
     from dpgen.models import generator_from_config
 
     torch.manual_seed(0)
-    cfg = OmegaConf.create({"generator": "dcgan", "code_dim": 6, "dct_size": dct_size, "dct_project": True})
+    cfg = OmegaConf.structured(ModelConfig(generator="dcgan", code_dim=6, dct_size=dct_size, dct_project=True))
     return generator_from_config(cfg, shape, 10)
 
 
 def test_dct_project_is_the_orthogonal_projection_after_the_inner_generator():
     from omegaconf import OmegaConf
 
+    from dpgen.config import ModelConfig
     from dpgen.models import generator_from_config
     from dpgen.models.dcgan import DCGANGenerator
 
@@ -942,14 +945,14 @@ def test_dct_project_is_the_orthogonal_projection_after_the_inner_generator():
                                                       list(gen.parameters()), allow_unused=True))
     assert [n for n, _ in gen.named_parameters()] == [f"inner.{n}" for n, _ in gen.inner.named_parameters()]
     with pytest.raises(ValueError, match="model.generator=dct emits them already"):
-        generator_from_config(OmegaConf.create({"generator": "dct", "code_dim": 6, "dct_size": 4,
-                                                "dct_project": True}), (1, 8, 8), 10)
+        generator_from_config(OmegaConf.structured(ModelConfig(generator="dct", code_dim=6, dct_size=4,
+                                                               dct_project=True)), (1, 8, 8), 10)
     with pytest.raises(ValueError, match="model.dct_size=9 is invalid"):
         _projected_dcgan(dct_size=9)
 
 
 def test_lowpass_is_what_the_dct_decode_draws_at_best():
-    """dpgen.utils.dct.lowpass (the barrier's FID floor, dpgen.tables.fid_real --lowpass): the decode of the
+    """dpgen.utils.dct.lowpass (the barrier's FID floor, dpgen table fid_real_lowpass): the decode of the
     projected code (clamped), the identity at the full band, idempotent, and a clear error for a bad band."""
     from dpgen.models.generators import DCTGenerator
     from dpgen.utils.dct import lowpass

@@ -263,3 +263,17 @@ def test_ledger_asks_its_accountant_family_and_never_compares_accountant_names()
     for (sampling, name), family in families.items():
         led = Ledger(epsilon=1.0, delta=1e-5, sampling=sampling, sample_rate=0.01, accountant=name)
         assert type(led.family) is family and led.family.name == led.accountant_name
+
+
+def test_every_accountant_states_its_facts_on_the_interface():
+    """label, exact, ledger_family and sampling are declared on the Accountant base (issue 85: no reader probes
+    with getattr): the per-step-statistics accountants keep no ledger, the Poisson-only ones say so."""
+    from dpgen.privacy.accountants import ACCOUNTANTS
+    from dpgen.privacy.ledger_accountants import FAMILIES
+
+    for name, cls in ACCOUNTANTS.items():
+        assert cls.ledger_family is None or cls.ledger_family in FAMILIES, name
+        assert cls.sampling in (None, "poisson", "without_replacement") and isinstance(cls.exact, bool), name
+    assert ACCOUNTANTS.lookup("bdp").ledger_family is None and ACCOUNTANTS.lookup("wdp").ledger_family is None
+    assert ACCOUNTANTS.lookup("pld").exact and not ACCOUNTANTS.lookup("rdp").exact
+    assert ACCOUNTANTS.lookup("pld").sampling == "poisson" and ACCOUNTANTS.lookup("bdp").sampling is None

@@ -225,7 +225,8 @@ def test_the_datasheet_states_both_noise_facts_or_null(tmp_path):
     (run / "checkpoints" / "last.pt").write_bytes(b"weights")
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"seed": 0, "dataset": {"shape": [1, 8, 8], "num_classes": 10}, "model": {}})  # config.yaml
+    cfg = OmegaConf.create({"seed": 0, "dataset": {"shape": [1, 8, 8], "num_classes": 10, "path": None},
+                            "model": {}})  # config.yaml
     files = {"npz": str(tmp_path / "synthetic.npz")}
     sheet = release.datasheet(cfg, NEW, run, 10, 2, "cpu", files, {**NEW["privacy"], "checkpoint_step": 20})
     assert sheet["noise_multiplier"] is None and sheet["noise_std"] is None and sheet["epsilon_spent"] == 3.0

@@ -103,3 +103,21 @@ def test_accounting_prints_the_default_accountants_epsilon_with_the_rdp_cross_ch
     assert f"epsilon after {steps} steps = {pld_epsilon(((z, q, steps),), 1e-5):.4f} (dp-accounting PLD)" in out
     assert f"cross-check autodp RDP: epsilon = {autodp_epsilon(((z, q, steps),), 1e-5, 'poisson'):.4f}" in out
     assert record["epsilon"] <= 10.0 < record["epsilon_cross_check"]["rdp"]
+
+
+def test_the_dataset_schema_says_which_task_a_two_task_method_is_accounted_for():
+    """dpswd trains generation and domain adaptation: ``task=accounting`` picks by the dataset schema's typed fact
+    ``domain_pair`` (DADatasetConfig: a public source and a private target), never by probing for a key."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import DADatasetConfig, DatasetConfig, compose_raw
+    from dpgen.tasks.accounting import _home_task
+
+    assert DADatasetConfig.domain_pair is True and DatasetConfig.domain_pair is False
+    da = compose_config(["task=accounting", "method=dpswd", "dataset=da_usps_mnist"])
+    assert da.dataset.domain_pair and _home_task(da) == "domain_adaptation"
+    images = compose_config(["task=accounting", "method=dpswd", "dataset=mnist"])
+    assert not images.dataset.domain_pair and _home_task(images) == "generation"
+    # a class fact, not a config key: no YAML can set it, and the saved config.yaml does not hold it
+    raw = compose_raw(["task=domain_adaptation", "method=dpswd", "dataset=da_usps_mnist"])
+    assert "domain_pair" not in OmegaConf.to_container(raw.dataset)

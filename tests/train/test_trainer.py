@@ -127,10 +127,11 @@ def test_merf_conv_upsample_modes():
     import torch.nn.functional as F
     from omegaconf import OmegaConf
 
+    from dpgen.config import ModelConfig
     from dpgen.models import generator_from_config
 
-    cfgs = {m: OmegaConf.create({"generator": "auto", "code_dim": 10, "dct_size": 10, "dct_project": False,
-                                 "upsample": m}) for m in ("nearest", "bilinear")}
+    cfgs = {m: OmegaConf.structured(ModelConfig(generator="auto", code_dim=10, dct_size=10, upsample=m))
+            for m in ("nearest", "bilinear")}
     near, bil = (generator_from_config(cfgs[m], (1, 28, 28), 10) for m in ("nearest", "bilinear"))
     bil.load_state_dict(near.state_dict())
     x = torch.arange(4.0).view(1, 1, 2, 2)
