@@ -103,7 +103,7 @@ def check_graph_settings(cfg, device: torch.device) -> None:
 class GraphedStep:
     """One training step, ``step(batch) -> logs``, replayed from a graph once warm (module doc).
 
-    ``run`` gives the pieces the loop's eager step uses: ``method``, ``models``, ``opt``, ``ema``, ``nets``."""
+    ``run`` gives the pieces the loop's eager step uses: its ``method`` and its ``state`` (nets, opt, ema)."""
 
     def __init__(self, run, backend: Optional[GraphBackend] = None, warmup: int = WARMUP) -> None:
         self.run, self.warmup = run, int(warmup)
@@ -116,12 +116,12 @@ class GraphedStep:
     # the step itself, eager or captured: gradients written in place (never set to None), so that the graph's
     # gradient tensors are the parameters' own in every kind of step
     def _body(self, batch) -> Dict[str, torch.Tensor]:
-        run = self.run
-        run.opt.zero_grad(set_to_none=False)
-        logs = run.method.step(run.models, batch)
-        run.opt.step()
-        if run.ema is not None:
-            run.ema.update(run.nets)
+        run, st = self.run, self.run.state
+        st.opt.zero_grad(set_to_none=False)
+        logs = run.method.step(st.nets, batch)
+        st.opt.step()
+        if st.ema is not None:
+            st.ema.update(st.nets)
         return logs
 
     def _fits(self, batch) -> bool:

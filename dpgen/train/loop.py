@@ -205,7 +205,7 @@ class NonFiniteGuard:
         self.first_bad = torch.zeros((), dtype=torch.long, device=device)
 
     def observe(self, run: Run, logs) -> None:
-        ok = run.method.released_finite(logs, run.params).to(self.first_bad.device, non_blocking=True)
+        ok = run.method.released_finite(logs, run.state.params).to(self.first_bad.device, non_blocking=True)
         self.first_bad = torch.where(ok | (self.first_bad > 0), self.first_bad,
                                      torch.full_like(self.first_bad, run.step + 1))
 
@@ -230,7 +230,7 @@ class LongRunNotice:
 
     def before_step(self, run: Run, bar) -> None:
         step = run.step
-        if self.t_warm is None and step - run.step0 >= NOTICE_WARMUP:
+        if self.t_warm is None and step - run.clock.step0 >= NOTICE_WARMUP:
             _sync(run.device)
             self.t_warm, self.s_warm = time.time(), step
         elif not self.warned and self.t_warm is not None and step - self.s_warm >= NOTICE_STEPS:
@@ -270,7 +270,7 @@ def train(run: Run) -> None:
         while run.step < run.target_steps:
             run.threads.rebalance()
             notice.before_step(run, bar)
-            batch = run.task.next_batch(method, run.sampler_gen, run.step, run.target_steps)
+            batch = run.task.next_batch(method, run.state.sampler_gen, run.step, run.target_steps)
             if batch is None:
                 run.skip_step(bar)
                 continue
@@ -278,12 +278,13 @@ def train(run: Run) -> None:
                 logs = graphed(batch)  # the step, the optimizer and the EMA
                 guard.observe(run, logs)
             else:
-                run.opt.zero_grad(set_to_none=True)
-                logs = method.step(run.models, batch)
+                st = run.state
+                st.opt.zero_grad(set_to_none=True)
+                logs = method.step(st.nets, batch)
                 guard.observe(run, logs)
-                run.opt.step()
-                if run.ema is not None:
-                    run.ema.update(run.nets)
+                st.opt.step()
+                if st.ema is not None:
+                    st.ema.update(st.nets)
             method.account()  # the mechanism ran, finite or not: the ledger counts it (on the host)
             run.after_step(logs, guard, stop, bar)
     if stop.requested:  # it came during the last step: the final checkpoint is written, hand over

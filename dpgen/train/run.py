@@ -1,9 +1,10 @@
-"""A run and its home: :class:`Run` owns one run folder and everything that happens to it.
-
-The folder (created with its ``config.yaml``; its lock is held by ``fit``), the device, seeds and the
-mechanism's generators, the task's data, the method and its networks, the optimizer, the EMA, the ledger file,
-the checkpoints, resuming (the privacy settings check, the noise stream, a ledger carried from an attempt that
-died before its first checkpoint), publication and the final ``metrics.json``.
+"""One run from its folder to its ``metrics.json``: :class:`Run` builds it in the order a run must happen and
+holds its parts: the folder with its checkpoint and publisher (:class:`dpgen.train.run_folder.RunFolder`), the
+training state (networks, optimizer, EMA, the mechanism's generators, the step:
+:class:`dpgen.train.run_folder.TrainingState`), the clock, the method and the task; after each step it publishes
+and checkpoints (:meth:`Run.after_step`), at the end it evaluates (:meth:`Run.finish`). The checks that refuse a
+run before step 0 (:func:`check_declared_size`, :func:`check_budget`) and the report it states
+(:func:`privacy_block`, worded by :mod:`dpgen.privacy.report`) are here too.
 
 Its one invariant: **the ledger is on disk before anything from a step is published** (a ``metrics.jsonl`` line,
 a logger record, a checkpoint, ``metrics.json``): every write goes through :class:`~dpgen.train.publication.Publisher`,
@@ -14,120 +15,18 @@ crash, kill, requeue, full batch).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-import uuid
-from pathlib import Path
 from typing import Any, Dict, Optional
 
 import torch
 
-from dpgen.train.checkpoint import Checkpointer, rng_state, set_rng_state
-from dpgen.train.publication import (Publisher, calibration_steps, carried_ledger, check_resume_settings,
-                                     privacy_settings, remove_run_artefacts, stop_step)
+from dpgen.train.publication import stop_step
+from dpgen.train.run_folder import AttemptClock, RunFolder, TrainingState, open_run, run_state
 from dpgen.train.run_record import read_run, remove_final_results
 from dpgen.train.state import EMA, TrainingError, make_optimizer, mechanism_generators, seed_everything
 from dpgen.utils.device import resolve_device
-from dpgen.utils.io import atomic_write_text, write_json
-
-
-# ---- checkpoints and resuming -------------------------------------------------------------------------------
-def load_checkpoint(cfg, ckpt):
-    """The checkpoint's state when ``resume=true|auto`` and one exists, else None (a fresh start)."""
-    if cfg.resume and ckpt.exists():
-        return ckpt.load()
-    # (resume=true without a checkpoint or a ledger file was refused before the folder was touched:
-    # dpgen.train.loop.refuse_resume_without_checkpoint; resume=auto starts quietly)
-    return None
-
-
-def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
-    """(steps to calibrate the noise for, privacy settings of the run). A resumed run keeps its
-    checkpoint's calibration (its noise was released) and refuses changed privacy settings."""
-    steps = calibration_steps(state, requested_steps)
-    settings = privacy_settings(cfg, calibration_steps=steps, **settings_kw)
-    if state is not None:
-        check_resume_settings(state["privacy_settings"], settings)
-    return steps, settings
-
-
-def restore_noise_stream(noise_gen: torch.Generator, saved: torch.Tensor, seed: int, step: int) -> bool:
-    """Continue a seeded run's noise stream from a checkpoint's generator state ``saved``; True when it
-    did. A state saved on another kind of device (a CUDA generator's 16-byte Philox seed and offset
-    against a CPU generator's Mersenne Twister state, or the reverse) cannot be set: the stream then
-    restarts from a seed derived from the run's seed and ``step`` (False). A restart from the run's own
-    seed would be the wrong choice: on the same device it replays the noise of the first steps, and
-    noise used twice cancels in the difference of the two releases."""
-    if saved.numel() == noise_gen.get_state().numel():
-        noise_gen.set_state(saved)
-        return True
-    import hashlib
-
-    digest = hashlib.sha256(f"dpgen noise stream, seed {int(seed)}, resumed at step {int(step)}".encode()).digest()
-    noise_gen.manual_seed(int.from_bytes(digest[:8], "little") & (2 ** 63 - 1))
-    return False
-
-
-def open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=None) -> int:
-    """Start or continue a run; returns its step. With a checkpoint ``state`` (the caller has loaded
-    its modules): the run's RNG (and, when not secret, the mechanism's) restored, ``metrics.jsonl``
-    cut back to its step, the method's state loaded and its ledger brought up to the newest one on
-    disk (steps published after the checkpoint count). Without a checkpoint but with ``carried``, the
-    ledger file of an attempt that died before its first checkpoint
-    (:func:`dpgen.train.publication.carried_ledger`): training starts at step 0 and the ledger
-    continues from it, so what that attempt published stays charged. Otherwise a fresh start (the
-    caller has removed what an earlier run left in the folder: :func:`fresh_folder`)."""
-    if state is None:
-        if carried is not None:
-            method.load_ledger_state(carried["ledger"])
-            print(f"[dpgen] {publisher.ledger.path} holds {method.spent_steps()} mechanism steps of an attempt that "
-                  "stopped before its first checkpoint: training starts over and the ledger continues from them "
-                  f"(epsilon spent so far {method.epsilon():.4f})")
-        return 0
-    set_rng_state(state["rng"])
-    if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-        sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-        if not restore_noise_stream(noise_gen, state["mechanism_rng"]["noise"], cfg.seed, int(state["step"])):
-            print(f"[dpgen] the checkpoint's mechanism noise was drawn on another kind of device than this run's "
-                  f"{noise_gen.device.type} (a run moved between a GPU and a CPU): its generator state cannot "
-                  "continue here, so the noise continues from a new stream seeded from the seed and the step (no "
-                  "earlier draw is replayed); the run is not bit-identical to an uninterrupted one")
-    _truncate_jsonl(publisher.jsonl, int(state["step"]))
-    method.load_state_dict(state["method"])
-    publisher.ledger.reconcile(method)
-    return int(state["step"])
-
-
-def fresh_folder(output_dir) -> None:
-    """A fresh start: remove what an earlier run published in ``output_dir`` together with its ledger
-    (:func:`dpgen.train.publication.remove_run_artefacts`), before any logger opens its files, so that
-    nothing in the folder outlives the ledger that charged it."""
-    removed = remove_run_artefacts(output_dir)
-    if removed:
-        print(f"[dpgen] a fresh start in {output_dir}: removed the earlier run's {', '.join(removed)}")
-
-
-def run_state(cfg, step: int, sampler_gen, noise_gen, settings, **parts) -> dict:
-    """A checkpoint: ``parts`` (state dicts), the privacy settings its ledger was spent under, the
-    run's RNG state and step, and the mechanism's RNG only when it is not secret (reproducible runs)."""
-
-    return {**parts, "rng": rng_state(), "step": step, "privacy_settings": settings,
-            **({} if cfg.privacy.secret_randomness else
-               {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})}
-
-
-def _truncate_jsonl(path: Path, max_step: int) -> None:
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= max_step:
-                keep.append(line)
-        except json.JSONDecodeError:
-            break  # a torn last line from a kill: drop it and what follows
-    atomic_write_text(path, "".join(l + "\n" for l in keep))
+from dpgen.utils.io import write_json
 
 
 def _loggable(v) -> Any:
@@ -205,7 +104,9 @@ def own_test_split(cfg) -> bool:
 
 
 class Run:
-    """One run, fresh or resumed, from its folder to its ``metrics.json``.
+    """One run, fresh or resumed, from its folder to its ``metrics.json``: the run's settings (``cfg``, ``task``,
+    ``method``, ``device``, ``threads``, the steps asked and allowed), its :class:`RunFolder` (files, checkpoint,
+    publisher), its :class:`TrainingState` (networks, optimizer, EMA, generators, step) and its clock.
 
     Built in the order a run must happen: the folder, the data, the checkpoint (if resuming), the method
     calibrated for the run's steps, the state restored, the release before training and the step-0
@@ -213,16 +114,14 @@ class Run:
     (:func:`dpgen.train.loop.fit`: :meth:`after_step` after each accounted step) and :meth:`finish`."""
 
     def __init__(self, cfg, task, output_dir, threads) -> None:
-        from dpgen.utils.run_dir import start_run_dir
-
-        self.t_start = time.time()
+        self.clock = AttemptClock()
         self.cfg, self.task, self.threads = cfg, task, threads
-        self.out = start_run_dir(cfg, output_dir, task.name)  # created, with the run's config.yaml
+        self.folder = RunFolder(cfg, output_dir, task.name)  # created, with the run's config.yaml
         t = cfg.trainer
         task.cfg = cfg
         self.device = resolve_device(t.device)
         seed_everything(cfg.seed)  # models, generated codes and labels, public batches: from the seed
-        self.sampler_gen, self.noise_gen = mechanism_generators(cfg, self.device)
+        sampler_gen, noise_gen = mechanism_generators(cfg, self.device)
         task.setup(cfg, self.device)
         if t.batch_size > task.n_private:  # the declared (public) size; a counted one is not said in an error
             n_said = ("counted from dataset.path" if cfg.dataset.n_train_counted else
@@ -230,73 +129,71 @@ class Run:
             raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({n_said}): lower "
                              "trainer.batch_size.")
         self.steps = task.requested_steps(cfg)
-        self.ckpt = Checkpointer(self.out / "checkpoints")
-        self.state = load_checkpoint(cfg, self.ckpt)
-        # no checkpoint: an earlier attempt's ledger that counts steps is continued, else the folder starts over
-        self.carried = carried_ledger(cfg, self.out) if self.state is None else None
-        if self.state is None and self.carried is None:
-            fresh_folder(self.out)
-        #: which run wrote the checkpoint: every file that describes its weights (selection.json, a release) names
-        #: it, and a reader refuses a file of another run that used this folder before (dpgen.tasks.finished_run)
-        self.run_id = str((self.state or {}).get("run_id") or uuid.uuid4().hex)
-        calib_steps, self.settings = prepare_resume(self.state if self.state is not None else self.carried,
-                                                    self.steps, cfg, n_private=task.n_private,
-                                                    task_keys=task.task_keys)
-        self.method, self.models = task.build(cfg, calib_steps, self.device)
+        calib_steps = self.folder.open(cfg, self.steps, n_private=task.n_private, task_keys=task.task_keys)
+        self.clock.before = self.folder.earlier_clocks
+        self.method, models = task.build(cfg, calib_steps, self.device)
         check_declared_size(cfg, self.method, task)
         check_budget(self.method, self.steps)  # calibrated or refused before anything is trained or released
         if cfg.dataset.n_train_counted:  # said once the data and the method are set up
             print(f"[dpgen] dataset={cfg.dataset.name}: dataset.n_train=0, so the training records at "
                   f"{cfg.dataset.path} were counted: {task.n_private:,}, treated as public (it sets q = B / n; the "
                   "report says so). Declare dataset.n_train=<n> to fix it instead.", file=sys.stderr, flush=True)
-        self.method.rng = self.noise_gen  # the mechanism's randomness (also for a release before training)
-        self.nets = torch.nn.ModuleDict(self.models)
-        self.params = list(self.nets.parameters()) + list(self.method.parameters())
-        self.opt = make_optimizer(t, self.params, capturable=bool(t.cuda_graph) and self.device.type == "cuda")
-        self.ema = EMA(self.nets, t.ema) if t.ema else None
-        self.publisher = Publisher(cfg, self.out, self.method, self.settings)  # its logger opens at the first record
+        self.method.rng = noise_gen  # the mechanism's randomness (also for a release before training)
+        nets = torch.nn.ModuleDict(models)
+        params = list(nets.parameters()) + list(self.method.parameters())
+        opt = make_optimizer(t, params, capturable=bool(t.cuda_graph) and self.device.type == "cuda")
+        self.state = TrainingState(nets, params, opt, EMA(nets, t.ema) if t.ema else None, sampler_gen, noise_gen)
+        self.folder.publish_with(cfg, self.method)
         self._restore()
-        # the earlier attempts' clocks and last published record: a resumed run's metrics cover the whole run
-        self.before = dict((self.state or {}).get("elapsed") or {})
-        self.loop_t0: Optional[float] = None
-        self.step0 = self.step
+        self.clock.step0 = self.step
         self.last_logs: Dict[str, Any] = {}
         task.prepare(self.method, self.out)  # a release before training (a DP mean), if the method makes one
         # a checkpoint at step 0 for every task, before anything is published (what was released before training
         # is in it): a run killed before its next checkpoint resumes with its ledger, and what it published stays
         # charged
-        if self.state is None:
+        if self.folder.saved is None:
             self.checkpoint()
         # after the releases before training: the steps left are computed from the ledger's whole history
         self.target_steps = stop_step(self.method, self.step, self.steps, self.method.max_steps)
 
     def _restore(self) -> None:
-        state = self.state
-        if state is not None:
-            self.nets.load_state_dict(state["models"])
-            self.opt.load_state_dict(state["optimizer"])
-            if self.ema is not None and state.get("ema") is not None:
-                self.ema.model.load_state_dict(state["ema"])
-        self.step = open_run(self.cfg, state, self.publisher, self.method, self.sampler_gen, self.noise_gen,
-                             carried=self.carried)
-        if state is not None:
-            print(f"[dpgen] resumed from {self.ckpt.path} at step {self.step} (epsilon spent so far "
+        saved, st = self.folder.saved, self.state
+        if saved is not None:
+            st.nets.load_state_dict(saved["models"])
+            st.opt.load_state_dict(saved["optimizer"])
+            if st.ema is not None and saved.get("ema") is not None:
+                st.ema.model.load_state_dict(saved["ema"])
+        st.step = open_run(self.cfg, saved, self.folder.publisher, self.method, st.sampler_gen, st.noise_gen,
+                           carried=self.folder.carried)
+        if saved is not None:
+            print(f"[dpgen] resumed from {self.folder.ckpt.path} at step {self.step} (epsilon spent so far "
                   f"{self.method.epsilon():.4f})")
 
-    # ---- before the loop --------------------------------------------------------------------------------------
+    # ---- what the loop reads -------------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        return self.state.step
+
+    @property
+    def out(self):
+        return self.folder.out
+
+    @property
+    def publisher(self):
+        return self.folder.publisher
+
     @property
     def evaluated(self) -> torch.nn.Module:
-        """What is evaluated and released: the EMA (post-processing of the iterates, no privacy cost), else the
-        trained networks."""
-        return self.ema.model if self.ema is not None else self.nets
+        return self.state.evaluated
 
+    # ---- before the loop --------------------------------------------------------------------------------------
     def finished(self) -> Optional[Dict[str, Any]]:
         """A finished run resumed without more steps: its ``metrics.json`` (left as it is), else None. A resume
         that trains again removes what the earlier sitting wrote at its end (it describes older weights)."""
         step, out = self.step, self.out
-        if self.state is not None:
+        if self.folder.saved is not None:
             if self.target_steps <= step:
-                record = read_run(out, state=self.state)
+                record = read_run(out, state=self.folder.saved)
                 done = record.metrics
                 if record.status == "evaluating":  # trained; its evaluation was interrupted: evaluate again
                     print(f"[dpgen] {out} has finished training (step {step}, epsilon spent "
@@ -323,8 +220,8 @@ class Run:
         return None
 
     def start_loop(self) -> None:
-        self.nets.train()
-        self.loop_t0, self.step0 = time.time(), self.step
+        self.state.nets.train()
+        self.clock.start_loop(self.step)
 
     # ---- each step -------------------------------------------------------------------------------------------
     def after_step(self, logs: Dict[str, Any], guard, stop, bar) -> None:
@@ -332,7 +229,7 @@ class Run:
         the checkpoint when due; the non-finite guard is read before either; a stop request hands over after
         the checkpoint."""
         t = self.cfg.trainer
-        self.step += 1
+        self.state.step += 1
         bar.update(1)
         step = self.step
         last = step == self.target_steps
@@ -354,30 +251,25 @@ class Run:
 
     def skip_step(self, bar) -> None:
         """A step with nothing to learn from and no mechanism to run (an empty non-private batch)."""
-        self.step += 1
+        self.state.step += 1
         bar.update(1)
 
     def hand_over(self, stop, bar) -> None:
         bar.close()
-        stop.hand_over(self.step, self.ckpt.path, f"resume=auto hydra.run.dir={self.out}")
+        stop.hand_over(self.step, self.folder.ckpt.path, f"resume=auto hydra.run.dir={self.out}")
 
     def stop_training(self, what: str, first_bad: int) -> None:
         """A released value was not finite: the ledger keeps every step that ran; the last good checkpoint stays."""
         self.publisher.persist()
         raise TrainingError(
             f"{what} is not finite at step {first_bad}: training stopped at step {self.step}. The last good "
-            f"checkpoint ({self.ckpt.path}) is kept and the privacy ledger ({self.publisher.ledger.path}) counts "
+            f"checkpoint ({self.folder.ckpt.path}) is kept and the privacy ledger ({self.publisher.ledger.path}) counts "
             "every step that ran; lower trainer.lr or check the data.")
 
     # ---- records ---------------------------------------------------------------------------------------------
     def elapsed(self) -> Dict[str, Any]:
         """This attempt's clocks added to the earlier attempts'."""
-        before, now = self.before, time.time()
-        loop_s = now - self.loop_t0 if self.loop_t0 is not None else 0.0
-        return {"train_seconds": before.get("train_seconds", 0.0) + now - self.t_start,
-                "loop_seconds": before.get("loop_seconds", 0.0) + loop_s,
-                "loop_steps": before.get("loop_steps", 0) + self.step - self.step0,
-                "last_logs": self.last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
+        return self.clock.elapsed(self.step, self.last_logs)
 
     def privacy(self) -> Dict[str, Any]:
         return privacy_block(self.cfg, self.method, self.task.n_private)
@@ -391,11 +283,12 @@ class Run:
         m = self.method
         record = (self.privacy() if full else
                   {"partial": True, "private": bool(m.private), "private_steps": m.spent_steps()})
-        self.publisher.checkpoint(lambda: self.ckpt.save(run_state(
-            self.cfg, self.step, self.sampler_gen, self.noise_gen, self.settings, models=self.nets.state_dict(),
-            optimizer=self.opt.state_dict(), method=m.state_dict(),
-            ema=self.ema.model.state_dict() if self.ema is not None else None,
-            elapsed=self.elapsed(), privacy=record, run_id=self.run_id)))
+        st, folder = self.state, self.folder
+        folder.publisher.checkpoint(lambda: folder.ckpt.save(run_state(
+            self.cfg, st.step, st.sampler_gen, st.noise_gen, folder.settings, models=st.nets.state_dict(),
+            optimizer=st.opt.state_dict(), method=m.state_dict(),
+            ema=st.ema.model.state_dict() if st.ema is not None else None,
+            elapsed=self.elapsed(), privacy=record, run_id=folder.run_id)))
 
     def finish(self) -> Dict[str, Any]:
         """Evaluate what is released and write ``metrics.json`` (the ledger is final: no step follows)."""
@@ -424,7 +317,7 @@ class Run:
             "steps_per_second": (round(whole["loop_steps"] / whole["loop_seconds"], 3)
                                  if whole["loop_seconds"] > 0 and whole["loop_steps"] > 0 else None),
             "attempts": whole["attempts"],
-            "checkpoint": str(self.ckpt.path),
+            "checkpoint": str(self.folder.ckpt.path),
         }
         self.threads.rebalance()
         t_eval = time.time()
@@ -439,7 +332,7 @@ class Run:
         try:
             metrics.update(task.evaluate(cfg, evaluated, method, self.device, self.out))
         except KeyboardInterrupt:
-            print(f"\n[dpgen] evaluation interrupted: the trained weights ({self.ckpt.path}) and the parts already "
+            print(f"\n[dpgen] evaluation interrupted: the trained weights ({self.folder.ckpt.path}) and the parts already "
                   f"evaluated ({self.out / 'metrics.json'}) are kept; {resume} evaluates the rest (a FID pass "
                   "continues where it stopped)", file=sys.stderr, flush=True)
             raise
@@ -448,7 +341,7 @@ class Run:
         metrics["evaluation_complete"] = True
         metrics["eval_seconds"] = round(time.time() - t_eval, 2)
         metrics["threads"] = self.threads.describe()
-        metrics["wall_seconds"] = round(self.before.get("train_seconds", 0.0) + time.time() - self.t_start, 2)
+        metrics["wall_seconds"] = round(self.clock.wall_seconds(), 2)
         write_json(self.out / "metrics.json", metrics)
         self.publisher.finish(metrics)
         return metrics

@@ -332,7 +332,7 @@ def test_a_seeded_run_moved_between_devices_resumes_on_a_fresh_noise_stream():
     noise generator state is a CUDA Philox state (16 bytes: seed, offset), which a CPU generator refuses
     ("Expected a CPUGeneratorImplState of size 5056"). The stream continues from a seed derived from the
     run's seed and step: reproducible, and not the first steps' noise again."""
-    from dpgen.train.run import restore_noise_stream
+    from dpgen.train.run_folder import restore_noise_stream
 
     same = torch.Generator().manual_seed(7)
     saved = same.get_state()
