@@ -5,7 +5,10 @@ which networks are trained, how a step's batch is built, how the result is evalu
 summarised (:class:`Task`). A *method* (``dpgen.methods``) implements one contract
 (:class:`dpgen.methods.base.Method`): ``sample_batch`` (the sampling its accountant assumes),
 ``step(models, batch)`` (sets the gradients, the privacy mechanism inside; returns what it may
-publish), ``account()`` and its ledger. This loop alone owns the rest:
+publish), ``account()`` and its ledger. The loop is batch, step, optimizer, EMA, account, then
+:meth:`dpgen.train.run.Run.after_step`; the :class:`~dpgen.train.run.Run` it drives holds the folder
+(:class:`~dpgen.train.run_folder.RunFolder`), the training state (:class:`~dpgen.train.run_folder.TrainingState`)
+and the clock. Together they guarantee:
 
 * ``trainer.device=auto`` (CUDA when present), ``seed`` for models and public randomness; the
   mechanism's randomness (which records a batch holds, directions, noise) from OS entropy unless
