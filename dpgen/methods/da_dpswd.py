@@ -58,7 +58,6 @@ class DASWD(DAMethod):
 
     Settings = SWDConfig
 
-    name = "swd"
     private = False
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, **kw):

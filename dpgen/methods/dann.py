@@ -39,7 +39,6 @@ def domain_loss(disc, z: torch.Tensor, domain: float) -> torch.Tensor:
 @register("dann", tasks=("domain_adaptation",))
 class DANN(DAMethod):
     Settings = DANNConfig
-    name = "dann"
     private = False
 
     def __init__(self, cfg, feat_dim, num_classes, n_target, steps, batch_size, disc=None, **kw):

@@ -116,7 +116,6 @@ class OpacusGhostClip:
 @register("dpdann", tasks=("domain_adaptation",))
 class DPDANN(DANN):
     Settings = DPDANNConfig
-    name = "dpdann"
     private = True
     sampling = "poisson"
 

@@ -196,7 +196,6 @@ def mean_embedding(x: torch.Tensor, y: Optional[torch.Tensor], freqs: torch.Tens
 @register("dpmerf")
 class DPMERF(GenerativeMethod):
     Settings = DPMERFConfig
-    name = "dpmerf"
     private = True
     sampling = "without_replacement"
     accounts_steps = False  # one release before training; every step is post-processing

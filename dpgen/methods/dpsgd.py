@@ -211,7 +211,6 @@ class DPSGD(Method):
 
     Settings = DPSGDConfig
 
-    name = "dpsgd"
 
 
     accounting_relation = RELATIONS["poisson"]

@@ -152,7 +152,6 @@ class Sinkhorn(GenerativeMethod):
 
     Settings = SinkhornConfig
 
-    name = "sinkhorn"
     private = False
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
@@ -360,7 +359,6 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
     Settings = DPSinkhornConfig
 
-    name = "dpsinkhorn"
     private = True
     sampling = "poisson"
     mechanism_text = ("image gradient grad_X S clipped to C (whole batch) + N(0, (2 C sigma)^2) before it flows "
@@ -533,7 +531,6 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
 
     Settings = DPSinkhornConfig
 
-    name = "dpsinkhorn_param"
     private = True
     sampling = "poisson"
     CLIP_MODES = ("per_sample", "batch")
@@ -649,7 +646,6 @@ class FeatureExtractor(nn.Module):
 class AdversarialSinkhorn(Sinkhorn):
     """Eq. 6 with one adversarially trained feature extractor (non-private)."""
 
-    name = "sinkhorn_adv"
     private = False
 
     def __init__(self, cfg, *, image_shape=None, **kw):
@@ -765,7 +761,6 @@ class AdversarialDPSinkhorn(_PrivateMixin, AdversarialSinkhorn):
 
     Settings = DPSinkhornConfig
 
-    name = "dpsinkhorn_adv"
     private = True
     sampling = "without_replacement"
     accountant_sampling = "without_replacement"

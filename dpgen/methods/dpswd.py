@@ -297,7 +297,6 @@ class SWD(GenerativeMethod):
 
     Settings = SWDConfig
 
-    name = "swd"
     private = False
 
     def __init__(self, cfg, num_classes: int = 0, data_dim: int = 0, n_private: int = 0, steps: int = 0,
@@ -466,7 +465,6 @@ class DPSWDMethod(DPSWDAccounting):
     sampling and relation, its accounting report (the generative mechanism's: the DA one spends the same)."""
 
     Settings = DPSWDConfig
-    name = "dpswd"
     private = True
     sampling = "without_replacement"
     accounting_relation = RELATIONS["without_replacement"]

@@ -208,7 +208,6 @@ def ldp_loss(kind: str, fake_rows: torch.Tensor, real_rows: torch.Tensor, p: int
 @register("entropic_ldp")
 class EntropicLDP(GenerativeMethod):
     Settings = EntropicLDPConfig
-    name = "entropic_ldp"
     private = True
     accounts_steps = False  # Remark 1: training on the release is post-processing
     local = True  # each record privatised on its own: n is not in the guarantee

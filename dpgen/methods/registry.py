@@ -45,12 +45,19 @@ class DataInfo:
 
 
 def register(name: str, tasks: Tuple[str, ...] = ("generation",)):
-    """Class decorator: ``method=<name>`` builds this class for each task in ``tasks``."""
+    """Class decorator: ``method=<name>`` builds this class for each task in ``tasks``; the class's ``name`` is
+    set from it (stated once)."""
     for t in tasks:
         if t not in TASK_NAMES:
             raise ValueError(f"register({name!r}, tasks={tasks!r}): unknown task {t!r}; tasks are {', '.join(TASK_NAMES)}")
 
     def deco(cls):
+        # the name is stated here once: the class takes it (a class body that says another is refused)
+        own = cls.__dict__.get("name")
+        if own is not None and own != name:
+            raise ValueError(f"{cls.__qualname__} says name={own!r} but registers as {name!r}: state it once, in "
+                             "@register")
+        cls.name = name
         for t in tasks:
             REGISTRY[t].register(name, cls)
         return cls

@@ -72,7 +72,6 @@ class WGANGPConfig(MethodConfig):
 @register("wgan_gp")
 class WGANGP(GenerativeMethod):
     Settings = WGANGPConfig
-    name = "wgan_gp"
     private = False
 
     def __init__(self, cfg, image_shape=None, **_):
