@@ -26,6 +26,12 @@ from dpgen.privacy.validation import (
 )
 
 
+def requested_steps(steps: Optional[int], epochs: Optional[float], n: int, batch_size: int) -> int:
+    """A run's steps: ``steps`` when given (trainer.steps), else ``epochs`` passes over the declared ``n``
+    (:func:`steps_for_epochs`). The one rule, for a run (``Task.requested_steps``) and for ``task=accounting``."""
+    return int(steps) if steps is not None else steps_for_epochs(n, batch_size, epochs)
+
+
 def steps_for_epochs(n: int, batch_size: int, epochs: float) -> int:
     """Number of steps of ``epochs`` passes over ``n`` samples with ``batch_size`` per step.
 

@@ -30,13 +30,12 @@ def _home_task(cfg: Config) -> str:
 
 
 def steps_of(cfg: Config) -> int:
-    """The run's steps: trainer.steps, or trainer.epochs of the declared n at the batch size."""
-    from dpgen.privacy.calibration import steps_for_epochs
+    """The run's steps: trainer.steps, or trainer.epochs of the declared n at the batch size (the rule a run
+    uses: dpgen.privacy.calibration.requested_steps)."""
+    from dpgen.privacy.calibration import requested_steps
 
     t = cfg.trainer
-    if t.steps is not None:
-        return int(t.steps)
-    return steps_for_epochs(cfg.dataset.n_train, t.batch_size, t.epochs)
+    return requested_steps(t.steps, t.epochs, cfg.dataset.n_train, t.batch_size)
 
 
 def budget_of(cfg: Config):

@@ -75,10 +75,10 @@ class Task:
 
     def requested_steps(self, cfg) -> int:
         """``trainer.steps``, else ``trainer.epochs`` epochs of ceil(n_private / B) steps."""
-        from dpgen.privacy.calibration import steps_for_epochs
+        from dpgen.privacy.calibration import requested_steps
 
         t = cfg.trainer
-        return int(t.steps) if t.steps is not None else steps_for_epochs(self.n_private, t.batch_size, t.epochs)
+        return requested_steps(t.steps, t.epochs, self.n_private, t.batch_size)
 
     def build(self, cfg, steps: int, device):
         """(method, {name: trained network}) for a run whose noise is calibrated for ``steps``."""
