@@ -166,6 +166,19 @@ def _sharpen_of(rcfg, override):
     return {"slope": float(k), "at": float(at)} if k else None
 
 
+def say_generations_estimate(rcfg, generations: int) -> None:
+    """Before evaluating ``generations`` synthetic sets for more than a minute on a CPU: what, and about how long
+    (the run's own protocol, as its training-time evaluation estimated it; the declared sizes only)."""
+    from dpgen.tasks.generation import EVAL_NOTICE_S, GenerationTask, _duration
+
+    task = GenerationTask()
+    task.n_private, task.shape = int(rcfg.dataset.n_train), tuple(int(s) for s in rcfg.dataset.shape or ())
+    secs, what = task.evaluation_estimate(rcfg)
+    if secs * generations > EVAL_NOTICE_S and what:
+        print(f"[dpgen] evaluation: {generations} synthetic set(s), each {what}: about "
+              f"{_duration(secs * generations)} on this CPU", flush=True)
+
+
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
     own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
@@ -188,6 +201,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     sharpen, selection = run_curve(run, sharpen)
     gens = RunGenerations(rcfg, run, sharpen)
     out = evaluation_folder(cfg, output_dir)
+    say_generations_estimate(rcfg, int(cfg.task.generations))
     per_gen = []
     for g in range(int(cfg.task.generations)):
         print(f"[dpgen] generation {g + 1} of {cfg.task.generations}: sampling and evaluating", flush=True)

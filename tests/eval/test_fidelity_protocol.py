@@ -141,3 +141,20 @@ def test_one_feature_pass_gives_fid_kid_and_prdc_and_caches_the_real_side(tmp_pa
     assert "unbiased MMD^2" in out["kid_protocol"]
     generation.fid_of_images(fake, "toy_test", real)
     assert ext.calls == ["toy_test", "synthetic", "synthetic"]  # the real side read from the cache
+
+
+def test_task_evaluate_says_how_long_its_generations_take_first(monkeypatch, capsys):
+    from dpgen.eval import fid
+    from dpgen.tasks.evaluate import say_generations_estimate
+
+    monkeypatch.setattr(fid, "sgemm_rate", lambda: 100e9)
+    rcfg = compose_config(["dataset=mnist", "task.eval_models=[logreg]", "task.n_synthetic=1000", "task.fid=true",
+                           "trainer.device=cpu"])
+    say_generations_estimate(rcfg, 5)
+    out = capsys.readouterr().out
+    assert out.startswith("[dpgen] evaluation: 5 synthetic set(s), each LogReg on 1,000 synthetic samples")
+    assert "quick protocol, on 300 generated vs 1,000 real test images" in out and "on this CPU" in out
+    rcfg = compose_config(["dataset=digits", "task.eval_models=[logreg]", "task.n_synthetic=100", "task.fid=false",
+                           "trainer.device=cpu"])
+    say_generations_estimate(rcfg, 1)  # a few seconds: nothing said
+    assert capsys.readouterr().out == ""
