@@ -480,10 +480,9 @@ def bench_per_record_image_gradient(repeats):
     """DP-Sinkhorn's per-record image gradient (clip_mode=per_sample) at MNIST's DCT recipe (batch 50, 10 x 10
     coefficients): the closed form for the DCT decode beside the autograd path it replaces, the paper's batch
     clip (its peer: one backward through the Sinkhorn divergence) and the floor (the cost matrix alone)."""
-    from types import SimpleNamespace
-
     from dpgen.config import compose_config
     from dpgen.losses.sinkhorn import record_terms
+    from dpgen.tasks.generation import GenerationBatch
     from dpgen.methods.registry import DataInfo, build
     from dpgen.models.generators import DCTGenerator
 
@@ -496,7 +495,7 @@ def bench_per_record_image_gradient(repeats):
     gen = DCTGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size=10).to(DEV)
     real = torch.rand(50, 1, 28, 28, device=DEV)
     y = torch.randint(0, 10, (50,), device=DEV)
-    batch = SimpleNamespace(size=50, device=DEV, real=real, y=y)
+    batch = GenerationBatch(real, y, 50, DEV)
 
     def closed_form():
         code, yf = gen.sample_code(50, device=DEV)
@@ -529,10 +528,9 @@ def bench_secure_noise(repeats):
     a host-to-device copy), alone (1e6 float32 Gaussians) and inside DP-Sinkhorn's per-record release (the
     closed form of part per_record_image_gradient, whose noise covers the released gradient's 50 x 100 DCT
     coefficients)."""
-    from types import SimpleNamespace
-
     from dpgen.config import compose_config
     from dpgen.methods.registry import DataInfo, build
+    from dpgen.tasks.generation import GenerationBatch
     from dpgen.models.generators import DCTGenerator
     from dpgen.utils.noise import SecureGenerator, gaussian
 
@@ -545,8 +543,7 @@ def bench_secure_noise(repeats):
                           "trainer.epochs=null", "method.clip_mode=per_sample"])
     per = build(cfg, DataInfo(8000, (1, 28, 28), 10), 100, "generation")
     gen = DCTGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size=10).to(DEV)
-    batch = SimpleNamespace(size=50, device=DEV, real=torch.rand(50, 1, 28, 28, device=DEV),
-                            y=torch.randint(0, 10, (50,), device=DEV))
+    batch = GenerationBatch(torch.rand(50, 1, 28, 28, device=DEV), torch.randint(0, 10, (50,), device=DEV), 50, DEV)
 
     def release(g):
         def run():

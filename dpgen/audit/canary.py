@@ -38,7 +38,6 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -48,6 +47,7 @@ from dpgen.config import compose_config
 from dpgen.privacy.audit_stats import (CONFIDENCE, SHIFT_SE, Samples, clopper_pearson,  # noqa: F401
                                        epsilon_lower_bound, evaluate, gaussian_epsilon, rdp_one_step_epsilon,
                                        threshold_grid)
+from dpgen.tasks.generation import GenerationBatch
 
 #: design noise multiplier of every audited Gaussian step: one step is then (1.99, 1e-5)-DP, modest
 #: enough for a few thousand trials to detect a mechanism that leaks twice what it claims
@@ -435,8 +435,7 @@ def audit_dpsinkhorn_dct(trials: int, seed: int, noise_scale: float = 1.0, train
 
     def side(real, desc):
         out = np.empty(trials)
-        batch = SimpleNamespace(size=1, device=torch.device("cpu"), real=real,
-                                y=torch.zeros(len(real), dtype=torch.long))
+        batch = GenerationBatch(real, torch.zeros(len(real), dtype=torch.long), 1, torch.device("cpu"))
         for i in _trials(trials, desc, progress):
             model.zero_grad(set_to_none=True)
             m.step({"generator": model}, batch)
