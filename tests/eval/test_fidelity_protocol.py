@@ -96,6 +96,9 @@ def test_an_interrupted_fidelity_pass_keeps_the_accuracies_and_a_resume_complete
     assert row["status"].startswith("trained, evaluation interrupted") and row["epsilon"] == pytest.approx(
         part["privacy"]["epsilon_spent"])
     ledger = (run / "checkpoints" / "ledger.json").read_text()
+    from dpgen.tasks.finished_run import load_generator
+
+    assert load_generator(run)[1]["evaluation_complete"] is False  # dpgen sample / task=evaluate read its weights
 
     calls = _with_fid(monkeypatch, {"fid": 12.5, "fid_samples": 300})
     m = run_task(compose_config([*ARGS, "resume=auto"]), run)
