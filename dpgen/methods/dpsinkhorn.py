@@ -81,6 +81,11 @@ from dpgen.utils.settings import choice as _choice
 
 # ---- settings (conf/method/<name>.yaml; validated when the config is composed) ----
 
+#: method.clip_mode: per_sample (each record's gradient clipped on its own) or batch (the paper's: the batch's image
+#: gradient as one vector); DPSinkhornConfig validates it, the methods read it
+CLIP_MODES = ("per_sample", "batch")
+
+
 @dataclass
 class SinkhornConfig(MethodConfig):
     """The Sinkhorn-divergence generator loss (non-private) and its adversarial variant (Eq. 6)."""
@@ -139,7 +144,7 @@ class DPSinkhornConfig(SinkhornConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _choice(self.clip_mode, "method.clip_mode", ("per_sample", "batch"))
+        _choice(self.clip_mode, "method.clip_mode", CLIP_MODES)
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
         if self.noise_multiplier is not None:
             check_positive(self.noise_multiplier, "method.noise_multiplier",
@@ -292,10 +297,7 @@ class _PrivateMixin:
         if self.sampling != "poisson":
             raise ValueError(f"method.sampling={self.sampling!r}: {self.name}'s accountant assumes Poisson "
                              "sampling; set method.sampling=poisson")
-        self.clip_mode = str(cfg.method.clip_mode)
-        if self.clip_mode not in self.CLIP_MODES:
-            raise ValueError(f"method.clip_mode={self.clip_mode!r} is invalid for {self.name}: choose one of "
-                             f"{', '.join(self.CLIP_MODES)}")
+        self.clip_mode = str(cfg.method.clip_mode)  # one of CLIP_MODES: its settings validated it
         return PerSampleGradientMechanism if self.clip_mode == "per_sample" else ImageGradientMechanism
 
     def _setup_privacy(self, cfg, n_private: int, batch_size: int, steps: int = 0,
@@ -366,7 +368,6 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
 
     accounting_relation = RELATIONS["poisson"]
-    CLIP_MODES = ("batch", "per_sample")
     PER_RECORD_TEXT = ("per-record image gradients: each real record's gradient of the record-separable dual bound "
                        "(mean_i g_i, g = c-transform of the zero potential) with respect to the generated batch "
                        "clipped to C on its own, summed, + N(0, (C sigma)^2) per coordinate, / B, before it flows "
@@ -533,7 +534,6 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
 
     private = True
     sampling = "poisson"
-    CLIP_MODES = ("per_sample", "batch")
 
 
     accounting_relation = RELATIONS["poisson"]
