@@ -420,11 +420,6 @@ def fid_counts(task, n_test: int, device="cpu") -> FidelityCounts:
     return FidelityCounts(protocol, gen, real, n_test)
 
 
-def fid_samples(task, n_test: int, device="cpu") -> int:
-    """Generated images of the fidelity pass (:func:`fid_counts`)."""
-    return fid_counts(task, n_test, device).generated
-
-
 def real_subset(x_test: torch.Tensor, n: int) -> torch.Tensor:
     """``n`` of the test images, a seeded subset (the same on every run, so that their features are cached once),
     in their order; all of them when ``n`` is not smaller."""
