@@ -351,7 +351,7 @@ def changed_settings(cfg, run_dir: Path) -> List[str]:
     f = Path(run_dir) / "config.yaml"
     if not f.exists():
         return []
-    from dpgen.train.run_folder import normalise_settings
+    from dpgen.train.resume import normalise_settings
 
     # privacy.accountant as the ledger it stands for (a DP-SWD run made when `rdp` was the default is the same run)
     old = normalise_settings(_flat(OmegaConf.to_container(OmegaConf.load(f))))

@@ -10,7 +10,7 @@ goes out after the ledger that covers it is on disk:
   a step therefore resumes with a ledger that counts that step, even when the last checkpoint is
   older (the checkpoint's own ledger is replaced by the newer one, never the reverse).
 * the settings the ledger was spent under and the resume checks on them live with the run folder
-  (:mod:`dpgen.train.run_folder`: ``privacy_settings``, ``check_resume_settings``, ``carried_ledger``).
+  (:mod:`dpgen.train.resume`: ``privacy_settings``, ``check_resume_settings``, ``carried_ledger``).
 * :func:`stop_step` caps a run at the step where its ledger is full (the budget, or the steps asked).
 
 Methods tell the loop what may be published through ``publishes_loss``: ``True`` when the loss is

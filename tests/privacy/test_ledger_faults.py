@@ -252,7 +252,7 @@ def test_no_path_publishes_more_than_the_ledger_charges(method, batch, attempts)
 def test_a_checkpoint_from_before_an_added_settings_key_resumes_and_a_changed_value_is_refused():
     """dataset.n_train_counted came after runs were checkpointed: a checkpoint without the key ran as False
     (a declared n) and resumes; a run that now counts n is another dataset relation and is refused."""
-    from dpgen.train.run_folder import check_resume_settings
+    from dpgen.train.resume import check_resume_settings
 
     old = {"dataset.n_train": 60000, "privacy.epsilon": 10.0, "method.private": True}
     check_resume_settings(old, {**old, "dataset.n_train_counted": False})

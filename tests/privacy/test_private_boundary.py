@@ -223,7 +223,7 @@ def test_an_own_data_checkpoint_of_the_old_split_is_not_resumed(tmp_path):
     dataset.held_out_by: resuming it on the per-record hash split would train on other records, so it is refused
     with the setting named; data with a test split of their own, and dpgen's datasets, carry no such key."""
     from dpgen.config import compose_config
-    from dpgen.train.run_folder import OWN_SPLIT_KEY, check_resume_settings, privacy_settings
+    from dpgen.train.resume import OWN_SPLIT_KEY, check_resume_settings, privacy_settings
 
     rng = np.random.default_rng(6)
     path = _write_npz(tmp_path / "d.npz", rng.integers(0, 255, (60, 8, 8), dtype=np.uint8), np.arange(60) % 3)

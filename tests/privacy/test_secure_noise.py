@@ -197,7 +197,7 @@ def test_config_and_generators():
 
 
 def test_a_checkpoint_from_before_the_key_resumes_only_as_not_secure():
-    from dpgen.train.run_folder import check_resume_settings
+    from dpgen.train.resume import check_resume_settings
 
     old = {"privacy.epsilon": 10.0}  # written before privacy.secure_rng existed: it ran with torch's generators
     check_resume_settings(old, {"privacy.epsilon": 10.0, "privacy.secure_rng": False})
