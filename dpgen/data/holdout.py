@@ -9,7 +9,7 @@ the training part and a mechanism run on the validation part compose in parallel
 the pair is (max(eps_1, eps_2), max(delta_1, delta_2))-DP, the second may even read the first's output. Under the
 replace-one relation a replaced record may move between the parts, and the costs add: dpgen refuses the holdout
 for every private method whose neighbours replace one record (sampling without replacement, a full-batch release
-such as DP-MERF's, a local release such as entropic-LDP's; dpgen.train.run.check_declared_size).
+such as DP-MERF's, a local release such as entropic-LDP's; dpgen.privacy.preflight.check_declared_size).
 
 The parts' sizes are computed from the private data: nothing here prints or returns them beyond the datasets
 themselves (they stay in memory).

@@ -7,7 +7,7 @@ summarised (:class:`Task`). A *method* (``dpgen.methods``) implements one contra
 ``step(models, batch)`` (sets the gradients, the privacy mechanism inside; returns what it may
 publish), ``account()`` and its ledger. The loop is batch, step, optimizer, EMA, account, then
 :meth:`dpgen.train.run.Run.after_step`; the :class:`~dpgen.train.run.Run` it drives holds the folder
-(:class:`~dpgen.train.run_folder.RunFolder`), the training state (:class:`~dpgen.train.run_folder.TrainingState`)
+(:class:`~dpgen.train.run_folder.RunFolder`), the training state (:class:`~dpgen.train.state.TrainingState`)
 and the clock. Together they guarantee:
 
 * ``trainer.device=auto`` (CUDA when present), ``seed`` for models and public randomness; the
@@ -177,7 +177,7 @@ def fit(cfg, task: Task, output_dir) -> Dict[str, Any]:
     # one live process per run folder, however the run was started (the CLI claimed it already)
     with holding_run_dir(run_folder(output_dir, task.name)), ThreadShare(cfg.trainer.threads) as threads:
         run = Run(cfg, task, output_dir, threads)  # the folder, the data, the method, resumed or started
-        done = run.finished()
+        done = run.start()  # the release before training, the step-0 checkpoint; a finished run ends here
         if done is None:
             train(run)
             done = run.finish()

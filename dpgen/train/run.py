@@ -1,9 +1,9 @@
 """One run from its folder to its ``metrics.json``: :class:`Run` builds it in the order a run must happen and
 holds its parts: the folder with its checkpoint and publisher (:class:`dpgen.train.run_folder.RunFolder`), the
 training state (networks, optimizer, EMA, the mechanism's generators, the step:
-:class:`dpgen.train.run_folder.TrainingState`), the clock, the method and the task; after each step it publishes
+:class:`dpgen.train.state.TrainingState`), the clock, the method and the task; after each step it publishes
 and checkpoints (:meth:`Run.after_step`), at the end it evaluates (:meth:`Run.finish`). The checks that refuse a
-run before step 0 (:func:`check_declared_size`, :func:`check_budget`) and the report it states
+run before step 0 (:func:`dpgen.privacy.preflight.check_run`) and the report it states
 (:func:`privacy_block`, worded by :mod:`dpgen.privacy.report`) are here too.
 
 Its one invariant: **the ledger is on disk before anything from a step is published** (a ``metrics.jsonl`` line,
@@ -21,60 +21,17 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from dpgen.privacy.preflight import check_run
 from dpgen.train.publication import stop_step
-from dpgen.train.run_folder import AttemptClock, RunFolder, TrainingState, open_run, run_state
+from dpgen.train.run_folder import RunFolder
 from dpgen.train.run_record import read_run, remove_final_results
-from dpgen.train.state import EMA, TrainingError, make_optimizer, mechanism_generators, seed_everything
+from dpgen.train.state import AttemptClock, TrainingError, mechanism_generators, seed_everything, training_state
 from dpgen.utils.device import resolve_device
 from dpgen.utils.io import write_json
 
 
 def _loggable(v) -> Any:
     return float(v) if isinstance(v, torch.Tensor) else v
-
-
-def check_declared_size(cfg, method, task) -> None:
-    """The dataset size n is public: ``dataset.n_train`` declares it, and q = B / n, the steps of an epoch,
-    the calibrated noise, ``n_synthetic`` and every published count take that number, never the loaded one.
-
-    * Poisson methods (add/remove one record): sampling each loaded record at the declared q is
-      add/remove-DP whatever the loaded size, so the loaded size is never compared with n. Refusing a run
-      whose set has another size would itself tell D (n records) from D plus one record with certainty.
-    * Replace-one methods (fixed-size batches without replacement, full-batch releases): neighbours have the
-      same size, so a set of another size than the declared n is refused (the refusal tells no two
-      neighbours apart); the message does not say the loaded size.
-    * Local mechanisms (``local = True``: each record privatised once, entropic-LDP): their guarantee
-      does not involve n, so nothing is compared.
-
-    A held-out part (``dataset.validation``) composes with the run in parallel only under add/remove, so every
-    private method whose neighbours replace one record is refused with it: the replace-one methods above (a
-    full-batch release such as DP-MERF's mean included) and the local ones (a replaced record that moves to the
-    held-out part is no longer released at all, which its "any two values of one record" does not cover)."""
-    holdout = float(cfg.dataset.validation)
-    if holdout > 0 and method.private and method.sampling != "poisson":
-        raise ValueError(
-            f"dataset.validation={holdout:g} with {cfg.method.name}, whose neighbours replace one record (it "
-            "samples without replacement, releases the whole set once, or privatises each record locally): a "
-            "replaced record may move between the training and the validation part, so the two parts would not "
-            "compose in parallel. Use a Poisson-sampling method (method.sampling=poisson where it has one), or set "
-            "dataset.validation=0.")
-    if not method.private or method.sampling == "poisson" or method.local:
-        return
-    task.data.refuse_other_size(
-        f"{cfg.method.name}'s guarantee (replace one record: batches of a fixed size drawn without replacement "
-        "from n records, or one release of the whole set) computes its sampling rate or its sensitivity from the "
-        "declared n")
-
-
-def check_budget(method, steps: int) -> None:
-    """Every declared mechanism fits its budget before step 0, whatever its kind (a one-shot release, releases
-    before training, a given per-step noise): :func:`dpgen.privacy.mechanisms.check_declared` refuses, naming the
-    value and the fix, what would be trained or released above it (issue 83: a one-shot method with a fixed noise
-    trained and released at epsilon 2.52 under a budget of 1.0)."""
-    from dpgen.privacy.mechanisms import check_declared
-
-    if method.private and method.ledger is not None:
-        check_declared(method.ledger, steps if method.accounts_steps else 0)
 
 
 def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
@@ -109,14 +66,13 @@ class Run:
     publisher), its :class:`TrainingState` (networks, optimizer, EMA, generators, step) and its clock.
 
     Built in the order a run must happen: the folder, the data, the checkpoint (if resuming), the method
-    calibrated for the run's steps, the state restored, the release before training and the step-0
-    checkpoint. Then :meth:`finished` (a finished run resumed without more steps), the loop
+    calibrated for the run's steps, the state restored. Then :meth:`start` (the release before training, the
+    step-0 checkpoint; a finished run resumed without more steps ends there), the loop
     (:func:`dpgen.train.loop.fit`: :meth:`after_step` after each accounted step) and :meth:`finish`."""
 
     def __init__(self, cfg, task, output_dir, threads) -> None:
         self.clock = AttemptClock()
         self.cfg, self.task, self.threads = cfg, task, threads
-        self.folder = RunFolder(cfg, output_dir, task.name)  # created, with the run's config.yaml
         t = cfg.trainer
         task.cfg = cfg
         self.device = resolve_device(t.device)
@@ -129,45 +85,23 @@ class Run:
             raise ValueError(f"trainer.batch_size={t.batch_size} is larger than the private set ({n_said}): lower "
                              "trainer.batch_size.")
         self.steps = task.requested_steps(cfg)
-        calib_steps = self.folder.open(cfg, self.steps, n_private=task.n_private, task_keys=task.task_keys)
+        # the folder with its config.yaml, the checkpoint (resuming) and the settings the ledger is spent under
+        self.folder = RunFolder.open(cfg, output_dir, task, self.steps)
         self.clock.before = self.folder.earlier_clocks
-        self.method, models = task.build(cfg, calib_steps, self.device)
-        check_declared_size(cfg, self.method, task)
-        check_budget(self.method, self.steps)  # calibrated or refused before anything is trained or released
+        self.method, models = task.build(cfg, self.folder.calibration_steps, self.device)
+        # calibrated or refused before anything is trained or released
+        check_run(self.method, method_name=cfg.method.name, holdout=float(cfg.dataset.validation), steps=self.steps,
+                  refuse_other_size=lambda why: task.data.refuse_other_size(why))
         if cfg.dataset.n_train_counted:  # said once the data and the method are set up
             print(f"[dpgen] dataset={cfg.dataset.name}: dataset.n_train=0, so the training records at "
                   f"{cfg.dataset.path} were counted: {task.n_private:,}, treated as public (it sets q = B / n; the "
                   "report says so). Declare dataset.n_train=<n> to fix it instead.", file=sys.stderr, flush=True)
         self.method.rng = noise_gen  # the mechanism's randomness (also for a release before training)
-        nets = torch.nn.ModuleDict(models)
-        params = list(nets.parameters()) + list(self.method.parameters())
-        opt = make_optimizer(t, params, capturable=bool(t.cuda_graph) and self.device.type == "cuda")
-        self.state = TrainingState(nets, params, opt, EMA(nets, t.ema) if t.ema else None, sampler_gen, noise_gen)
-        self.folder.publish_with(cfg, self.method)
-        self._restore()
+        self.state = training_state(t, models, self.method, sampler_gen, noise_gen, self.device)
+        self.state.step = self.folder.restore(cfg, self.method, self.state)  # the publisher; a checkpoint loaded
         self.clock.step0 = self.step
         self.last_logs: Dict[str, Any] = {}
-        task.prepare(self.method, self.out)  # a release before training (a DP mean), if the method makes one
-        # a checkpoint at step 0 for every task, before anything is published (what was released before training
-        # is in it): a run killed before its next checkpoint resumes with its ledger, and what it published stays
-        # charged
-        if self.folder.saved is None:
-            self.checkpoint()
-        # after the releases before training: the steps left are computed from the ledger's whole history
-        self.target_steps = stop_step(self.method, self.step, self.steps, self.method.max_steps)
-
-    def _restore(self) -> None:
-        saved, st = self.folder.saved, self.state
-        if saved is not None:
-            st.nets.load_state_dict(saved["models"])
-            st.opt.load_state_dict(saved["optimizer"])
-            if st.ema is not None and saved.get("ema") is not None:
-                st.ema.model.load_state_dict(saved["ema"])
-        st.step = open_run(self.cfg, saved, self.folder.publisher, self.method, st.sampler_gen, st.noise_gen,
-                           carried=self.folder.carried)
-        if saved is not None:
-            print(f"[dpgen] resumed from {self.folder.ckpt.path} at step {self.step} (epsilon spent so far "
-                  f"{self.method.epsilon():.4f})")
+        self.target_steps = self.steps  # set by start(), after the releases before training
 
     # ---- what the loop reads -------------------------------------------------------------------------------
     @property
@@ -187,9 +121,19 @@ class Run:
         return self.state.evaluated
 
     # ---- before the loop --------------------------------------------------------------------------------------
-    def finished(self) -> Optional[Dict[str, Any]]:
-        """A finished run resumed without more steps: its ``metrics.json`` (left as it is), else None. A resume
-        that trains again removes what the earlier sitting wrote at its end (it describes older weights)."""
+    def start(self) -> Optional[Dict[str, Any]]:
+        """Before the loop: the method's release before training (a DP mean), if it makes one, then a fresh run's
+        step-0 checkpoint; then a finished run resumed without more steps returns its ``metrics.json`` (left as
+        it is), else None. A resume that trains again removes what the earlier sitting wrote at its end (it
+        describes older weights)."""
+        self.task.prepare(self.method, self.out)
+        # a checkpoint at step 0 for every task, before anything is published (what was released before training
+        # is in it): a run killed before its next checkpoint resumes with its ledger, and what it published stays
+        # charged
+        if self.folder.saved is None:
+            self.checkpoint()
+        # after the releases before training: the steps left are computed from the ledger's whole history
+        self.target_steps = stop_step(self.method, self.step, self.steps, self.method.max_steps)
         step, out = self.step, self.out
         if self.folder.saved is not None:
             if self.target_steps <= step:
@@ -283,12 +227,7 @@ class Run:
         m = self.method
         record = (self.privacy() if full else
                   {"partial": True, "private": bool(m.private), "private_steps": m.spent_steps()})
-        st, folder = self.state, self.folder
-        folder.publisher.checkpoint(lambda: folder.ckpt.save(run_state(
-            self.cfg, st.step, st.sampler_gen, st.noise_gen, folder.settings, models=st.nets.state_dict(),
-            optimizer=st.opt.state_dict(), method=m.state_dict(),
-            ema=st.ema.model.state_dict() if st.ema is not None else None,
-            elapsed=self.elapsed(), privacy=record, run_id=folder.run_id)))
+        self.folder.save(self.cfg, self.state, m, record, self.elapsed)
 
     def finish(self) -> Dict[str, Any]:
         """Evaluate what is released and write ``metrics.json`` (the ledger is final: no step follows)."""
@@ -347,4 +286,4 @@ class Run:
         return metrics
 
 
-__all__ = ["Run", "check_declared_size", "privacy_block"]
+__all__ = ["Run", "privacy_block"]

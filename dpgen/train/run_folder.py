@@ -1,24 +1,18 @@
-"""A run's folder and what it remembers: :class:`RunFolder` (the files, the checkpoint read on a resume, the ledger
-carried from an attempt that died before its first checkpoint, the run id, the earlier attempts' clocks) and
-:class:`TrainingState` (what every step changes and a checkpoint saves: the networks, their optimizer and EMA, the
-mechanism's generators, the step) and :class:`AttemptClock` (this attempt's clocks beside the earlier ones').
-
-The resume functions live here too: :func:`privacy_settings` is what a ledger was spent under (method, privacy,
-batch size, data, the steps the noise was calibrated for); a resumed run keeps the checkpoint's calibration steps
-and refuses any other change, naming it (:func:`check_resume_settings`); :func:`carried_ledger` continues the
-ledger of an attempt that died before its first checkpoint; :func:`open_run` restores a checkpoint into a state (the
-RNGs, the method and its ledger, ``metrics.jsonl`` cut back to the step); :func:`run_state` is what a checkpoint
-holds.
+"""A run's folder and what it remembers: :class:`RunFolder` is entered three times by a run. :meth:`RunFolder.open`
+creates the folder with its ``config.yaml`` (its lock is held by ``fit``) and reads the checkpoint of a resumed run,
+or the ledger of an attempt that died before its first checkpoint (:func:`dpgen.train.resume.carried_ledger`), else
+clears what an earlier run left; it fixes the run id and the privacy settings the ledger is spent under
+(:mod:`dpgen.train.resume`). :meth:`RunFolder.restore` opens the publisher and restores a checkpoint into the
+training state (networks, optimizer, EMA, RNGs, the method and its ledger, ``metrics.jsonl`` cut back to the step).
+:meth:`RunFolder.save` writes a checkpoint after the ledger.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -28,101 +22,99 @@ from dpgen.train.resume import carried_ledger, prepare_resume
 from dpgen.utils.io import atomic_write_text
 
 
-@dataclass
-class TrainingState:
-    """What each step changes and each checkpoint saves. ``nets`` holds the task's networks by name (what a
-    method's ``step`` receives as its models); ``params`` are theirs and the method's own."""
-
-    nets: torch.nn.ModuleDict
-    params: List[torch.nn.Parameter]
-    opt: torch.optim.Optimizer
-    ema: Optional[Any]
-    sampler_gen: torch.Generator
-    noise_gen: torch.Generator
-    step: int = 0
-
-    @property
-    def evaluated(self) -> torch.nn.Module:
-        """What is evaluated and released: the EMA (post-processing of the iterates, no privacy cost), else the
-        trained networks."""
-        return self.ema.model if self.ema is not None else self.nets
-
-
-@dataclass
-class AttemptClock:
-    """This attempt's clocks beside the earlier attempts' (``before``: the checkpoint's ``elapsed``): a resumed run's
-    metrics cover the whole run."""
-
-    before: Dict[str, Any] = field(default_factory=dict)
-    t_start: float = field(default_factory=time.time)
-    loop_t0: Optional[float] = None
-    step0: int = 0
-
-    def start_loop(self, step: int) -> None:
-        self.loop_t0, self.step0 = time.time(), int(step)
-
-    def elapsed(self, step: int, last_logs: Dict[str, Any]) -> Dict[str, Any]:
-        """This attempt's clocks added to the earlier attempts'."""
-        before, now = self.before, time.time()
-        loop_s = now - self.loop_t0 if self.loop_t0 is not None else 0.0
-        return {"train_seconds": before.get("train_seconds", 0.0) + now - self.t_start,
-                "loop_seconds": before.get("loop_seconds", 0.0) + loop_s,
-                "loop_steps": before.get("loop_steps", 0) + step - self.step0,
-                "last_logs": last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
-
-    def wall_seconds(self) -> float:
-        return self.before.get("train_seconds", 0.0) + time.time() - self.t_start
-
-
 class RunFolder:
-    """The folder of one run: created with its ``config.yaml`` (its lock is held by ``fit``); :meth:`open` reads
-    its checkpoint (a resume) or the ledger of an attempt that stopped before one, else clears what an earlier run
-    left; :meth:`publish_with` opens the publisher that writes every record after the ledger."""
+    """The folder of one run (``out``), its checkpointer (``ckpt``), the checkpoint resumed from (``saved``) or the
+    ledger carried from a dead attempt (``carried``), the run id, the privacy settings, the steps the noise is
+    calibrated for and, once :meth:`restore` has run, the publisher that writes every record after the ledger."""
 
-    def __init__(self, cfg, output_dir, task_name: str) -> None:
-        from dpgen.utils.run_dir import start_run_dir
-
-        self.out: Path = start_run_dir(cfg, output_dir, task_name)
-        self.ckpt = Checkpointer(self.out / "checkpoints")
-        self.saved: Optional[Dict[str, Any]] = None  # the checkpoint resumed from
-        self.carried: Optional[Dict[str, Any]] = None
-        self.run_id = ""
-        self.settings: Dict[str, Any] = {}
-        self.publisher: Optional[Publisher] = None
-
-    def open(self, cfg, requested_steps: int, **settings_kw) -> int:
-        """Read the checkpoint (``resume``) or carry a dead attempt's ledger, else start the folder over; fix the
-        run id and the privacy settings; returns the steps the noise is calibrated for."""
-        self.saved = load_checkpoint(cfg, self.ckpt)
-        # no checkpoint: an earlier attempt's ledger that counts steps is continued, else the folder starts over
-        self.carried = carried_ledger(cfg, self.out) if self.saved is None else None
-        if self.saved is None and self.carried is None:
-            fresh_folder(self.out)
+    def __init__(self, out: Path, saved: Optional[Dict[str, Any]], carried: Optional[Dict[str, Any]],
+                 settings: Dict[str, Any], calibration_steps: int) -> None:
+        self.out, self.saved, self.carried = out, saved, carried
+        self.ckpt = Checkpointer(out / "checkpoints")
+        self.settings, self.calibration_steps = settings, int(calibration_steps)
         #: which run wrote the checkpoint: every file that describes its weights (selection.json, a release) names
         #: it, and a reader refuses a file of another run that used this folder before (dpgen.tasks.finished_run)
-        self.run_id = str((self.saved or {}).get("run_id") or uuid.uuid4().hex)
-        calib_steps, self.settings = prepare_resume(self.saved if self.saved is not None else self.carried,
-                                                    requested_steps, cfg, **settings_kw)
-        return calib_steps
+        self.run_id = str((saved or {}).get("run_id") or uuid.uuid4().hex)
+        self.publisher: Optional[Publisher] = None
+
+    @classmethod
+    def open(cls, cfg, output_dir, task, requested_steps: int) -> "RunFolder":
+        """Create the folder with ``config.yaml``; read its checkpoint (``resume=true|auto``) or carry a dead
+        attempt's ledger, else remove what an earlier run published there with its ledger (before any logger
+        opens its files, so that nothing in the folder outlives the ledger that charged it); fix the privacy
+        settings. A resumed run keeps its checkpoint's calibration (its noise was released) and refuses changed
+        privacy settings."""
+        from dpgen.utils.run_dir import start_run_dir
+
+        out = start_run_dir(cfg, output_dir, task.name)
+        ckpt = Checkpointer(out / "checkpoints")
+        # (resume=true without a checkpoint or a ledger file was refused before the folder was touched:
+        # dpgen.train.loop.refuse_resume_without_checkpoint; resume=auto starts quietly)
+        saved = ckpt.load() if cfg.resume and ckpt.exists() else None
+        carried = carried_ledger(cfg, out) if saved is None else None
+        if saved is None and carried is None:
+            removed = remove_run_artefacts(out)
+            if removed:
+                print(f"[dpgen] a fresh start in {out}: removed the earlier run's {', '.join(removed)}")
+        steps, settings = prepare_resume(saved if saved is not None else carried, requested_steps, cfg,
+                                         n_private=task.n_private, task_keys=task.task_keys)
+        return cls(out, saved, carried, settings, steps)
 
     @property
     def earlier_clocks(self) -> Dict[str, Any]:
         """The earlier attempts' clocks and last published record (a checkpoint's ``elapsed``)."""
         return dict((self.saved or {}).get("elapsed") or {})
 
-    def publish_with(self, cfg, method) -> Publisher:
-        self.publisher = Publisher(cfg, self.out, method, self.settings)  # its logger opens at the first record
-        return self.publisher
+    def restore(self, cfg, method, state) -> int:
+        """Open the publisher; start or continue the run and return its step. With a checkpoint: the networks,
+        optimizer and EMA loaded, the mechanism's RNG restored (when not secret), ``metrics.jsonl`` cut back to the
+        checkpoint's step, the run's RNG restored, the method's state loaded and its ledger brought up to the newest
+        one on disk (steps published after the checkpoint count). Without a checkpoint but with a carried ledger
+        (:func:`dpgen.train.resume.carried_ledger`): training starts at step 0 and the ledger continues from it, so
+        what that attempt published stays charged. Otherwise a fresh start."""
+        self.publisher = publisher = Publisher(cfg, self.out, method, self.settings)  # its logger opens later
+        saved = self.saved
+        if saved is None:
+            if self.carried is not None:
+                method.load_ledger_state(self.carried["ledger"])
+                print(f"[dpgen] {publisher.ledger.path} holds {method.spent_steps()} mechanism steps of an attempt "
+                      "that stopped before its first checkpoint: training starts over and the ledger continues "
+                      f"from them (epsilon spent so far {method.epsilon():.4f})")
+            return 0
+        step = int(saved["step"])
+        state.nets.load_state_dict(saved["models"])
+        state.opt.load_state_dict(saved["optimizer"])
+        if state.ema is not None and saved.get("ema") is not None:
+            state.ema.model.load_state_dict(saved["ema"])
+        if not cfg.privacy.secret_randomness and "mechanism_rng" in saved:
+            state.sampler_gen.set_state(saved["mechanism_rng"]["sampler"])
+            if not restore_noise_stream(state.noise_gen, saved["mechanism_rng"]["noise"], cfg.seed, step):
+                print(f"[dpgen] the checkpoint's mechanism noise was drawn on another kind of device than this run's "
+                      f"{state.noise_gen.device.type} (a run moved between a GPU and a CPU): its generator state "
+                      "cannot continue here, so the noise continues from a new stream seeded from the seed and the "
+                      "step (no earlier draw is replayed); the run is not bit-identical to an uninterrupted one")
+        _truncate_jsonl(publisher.jsonl, step)
+        set_rng_state(saved["rng"])
+        method.load_state_dict(saved["method"])
+        publisher.ledger.reconcile(method)
+        print(f"[dpgen] resumed from {self.ckpt.path} at step {step} (epsilon spent so far {method.epsilon():.4f})")
+        return step
 
+    def save(self, cfg, state, method, record: Dict[str, Any], elapsed: Callable[[], Dict[str, Any]]) -> None:
+        """The ledger, then ``checkpoints/last.pt``: the state dicts, the privacy settings the ledger was spent
+        under and ``record`` (the privacy of its weights), the run's RNG state and step, and the mechanism's RNG
+        only when it is not secret (reproducible runs)."""
+        def save() -> None:
+            self.ckpt.save({
+                "models": state.nets.state_dict(), "optimizer": state.opt.state_dict(),
+                "method": method.state_dict(), "ema": state.ema.model.state_dict() if state.ema is not None else None,
+                "elapsed": elapsed(), "privacy": record, "run_id": self.run_id,
+                "rng": rng_state(), "step": state.step, "privacy_settings": self.settings,
+                **({} if cfg.privacy.secret_randomness else
+                   {"mechanism_rng": {"sampler": state.sampler_gen.get_state(),
+                                      "noise": state.noise_gen.get_state()}})})
 
-# ---- checkpoints and resuming -------------------------------------------------------------------------------
-def load_checkpoint(cfg, ckpt):
-    """The checkpoint's state when ``resume=true|auto`` and one exists, else None (a fresh start)."""
-    if cfg.resume and ckpt.exists():
-        return ckpt.load()
-    # (resume=true without a checkpoint or a ledger file was refused before the folder was touched:
-    # dpgen.train.loop.refuse_resume_without_checkpoint; resume=auto starts quietly)
-    return None
+        self.publisher.checkpoint(save)
 
 
 def restore_noise_stream(noise_gen: torch.Generator, saved: torch.Tensor, seed: int, step: int) -> bool:
@@ -142,54 +134,6 @@ def restore_noise_stream(noise_gen: torch.Generator, saved: torch.Tensor, seed: 
     return False
 
 
-def open_run(cfg, state, publisher, method, sampler_gen, noise_gen, carried=None) -> int:
-    """Start or continue a run; returns its step. With a checkpoint ``state`` (the caller has loaded
-    its modules): the run's RNG (and, when not secret, the mechanism's) restored, ``metrics.jsonl``
-    cut back to its step, the method's state loaded and its ledger brought up to the newest one on
-    disk (steps published after the checkpoint count). Without a checkpoint but with ``carried``, the
-    ledger file of an attempt that died before its first checkpoint
-    (:func:`carried_ledger`): training starts at step 0 and the ledger
-    continues from it, so what that attempt published stays charged. Otherwise a fresh start (the
-    caller has removed what an earlier run left in the folder: :func:`fresh_folder`)."""
-    if state is None:
-        if carried is not None:
-            method.load_ledger_state(carried["ledger"])
-            print(f"[dpgen] {publisher.ledger.path} holds {method.spent_steps()} mechanism steps of an attempt that "
-                  "stopped before its first checkpoint: training starts over and the ledger continues from them "
-                  f"(epsilon spent so far {method.epsilon():.4f})")
-        return 0
-    set_rng_state(state["rng"])
-    if not cfg.privacy.secret_randomness and "mechanism_rng" in state:
-        sampler_gen.set_state(state["mechanism_rng"]["sampler"])
-        if not restore_noise_stream(noise_gen, state["mechanism_rng"]["noise"], cfg.seed, int(state["step"])):
-            print(f"[dpgen] the checkpoint's mechanism noise was drawn on another kind of device than this run's "
-                  f"{noise_gen.device.type} (a run moved between a GPU and a CPU): its generator state cannot "
-                  "continue here, so the noise continues from a new stream seeded from the seed and the step (no "
-                  "earlier draw is replayed); the run is not bit-identical to an uninterrupted one")
-    _truncate_jsonl(publisher.jsonl, int(state["step"]))
-    method.load_state_dict(state["method"])
-    publisher.ledger.reconcile(method)
-    return int(state["step"])
-
-
-def fresh_folder(output_dir) -> None:
-    """A fresh start: remove what an earlier run published in ``output_dir`` together with its ledger
-    (:func:`dpgen.train.publication.remove_run_artefacts`), before any logger opens its files, so that
-    nothing in the folder outlives the ledger that charged it."""
-    removed = remove_run_artefacts(output_dir)
-    if removed:
-        print(f"[dpgen] a fresh start in {output_dir}: removed the earlier run's {', '.join(removed)}")
-
-
-def run_state(cfg, step: int, sampler_gen, noise_gen, settings, **parts) -> dict:
-    """A checkpoint: ``parts`` (state dicts), the privacy settings its ledger was spent under, the
-    run's RNG state and step, and the mechanism's RNG only when it is not secret (reproducible runs)."""
-
-    return {**parts, "rng": rng_state(), "step": step, "privacy_settings": settings,
-            **({} if cfg.privacy.secret_randomness else
-               {"mechanism_rng": {"sampler": sampler_gen.get_state(), "noise": noise_gen.get_state()}})}
-
-
 def _truncate_jsonl(path: Path, max_step: int) -> None:
     if not path.exists():
         return
@@ -203,5 +147,4 @@ def _truncate_jsonl(path: Path, max_step: int) -> None:
     atomic_write_text(path, "".join(l + "\n" for l in keep))
 
 
-__all__ = ["AttemptClock", "RunFolder", "TrainingState", "fresh_folder", "load_checkpoint", "open_run",
-           "restore_noise_stream", "run_state"]
+__all__ = ["RunFolder", "restore_noise_stream"]

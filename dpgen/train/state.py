@@ -1,10 +1,15 @@
 """What the one training loop (dpgen.train.loop) is built from: seeds, the mechanism's random generators, the
-optimizer and the EMA of the trained networks. Checkpoints and resuming belong to the run (dpgen.train.run).
+optimizer and the EMA of the trained networks, held together as the :class:`TrainingState` that every step changes
+and every checkpoint saves (:func:`training_state` builds it), and the :class:`AttemptClock`. The run folder, its
+checkpoints and resuming belong to :mod:`dpgen.train.run_folder`.
 """
 
 from __future__ import annotations
 
 import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -80,3 +85,62 @@ def make_optimizer(t, params, capturable: bool = False) -> torch.optim.Optimizer
     if t.optimizer == "rmsprop":
         return torch.optim.RMSprop(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
     raise ValueError(f"trainer.optimizer={t.optimizer!r} is unknown: choose adam, sgd or rmsprop")
+
+
+def training_state(t, models: Dict[str, torch.nn.Module], method, sampler_gen, noise_gen, device) -> "TrainingState":
+    """The task's networks by name, their parameters and the method's own, the optimizer ``trainer.optimizer``
+    names over them (capturable for a CUDA graph) and the EMA when ``trainer.ema`` is set."""
+    nets = torch.nn.ModuleDict(models)
+    params = list(nets.parameters()) + list(method.parameters())
+    opt = make_optimizer(t, params, capturable=bool(t.cuda_graph) and device.type == "cuda")
+    return TrainingState(nets, params, opt, EMA(nets, t.ema) if t.ema else None, sampler_gen, noise_gen)
+
+
+@dataclass
+class TrainingState:
+    """What each step changes and each checkpoint saves. ``nets`` holds the task's networks by name (what a
+    method's ``step`` receives as its models); ``params`` are theirs and the method's own."""
+
+    nets: torch.nn.ModuleDict
+    params: List[torch.nn.Parameter]
+    opt: torch.optim.Optimizer
+    ema: Optional[Any]
+    sampler_gen: torch.Generator
+    noise_gen: torch.Generator
+    step: int = 0
+
+    @property
+    def evaluated(self) -> torch.nn.Module:
+        """What is evaluated and released: the EMA (post-processing of the iterates, no privacy cost), else the
+        trained networks."""
+        return self.ema.model if self.ema is not None else self.nets
+
+
+@dataclass
+class AttemptClock:
+    """This attempt's clocks beside the earlier attempts' (``before``: the checkpoint's ``elapsed``): a resumed run's
+    metrics cover the whole run."""
+
+    before: Dict[str, Any] = field(default_factory=dict)
+    t_start: float = field(default_factory=time.time)
+    loop_t0: Optional[float] = None
+    step0: int = 0
+
+    def start_loop(self, step: int) -> None:
+        self.loop_t0, self.step0 = time.time(), int(step)
+
+    def elapsed(self, step: int, last_logs: Dict[str, Any]) -> Dict[str, Any]:
+        """This attempt's clocks added to the earlier attempts'."""
+        before, now = self.before, time.time()
+        loop_s = now - self.loop_t0 if self.loop_t0 is not None else 0.0
+        return {"train_seconds": before.get("train_seconds", 0.0) + now - self.t_start,
+                "loop_seconds": before.get("loop_seconds", 0.0) + loop_s,
+                "loop_steps": before.get("loop_steps", 0) + step - self.step0,
+                "last_logs": last_logs or before.get("last_logs", {}), "attempts": before.get("attempts", 0) + 1}
+
+    def wall_seconds(self) -> float:
+        return self.before.get("train_seconds", 0.0) + time.time() - self.t_start
+
+
+__all__ = ["AttemptClock", "EMA", "TrainingError", "TrainingState", "make_optimizer", "mechanism_generators",
+           "seed_everything", "training_state"]

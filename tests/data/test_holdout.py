@@ -87,18 +87,24 @@ def _task(loaded: int, declared: int = 100):
     return SimpleNamespace(data=PrivateData.holding(ds, n=declared, name="digits"))
 
 
+def _check(method, cfg, loaded: int) -> None:
+    """The declared-size check a run makes before step 0, on a set of ``loaded`` records declared as 100."""
+    from dpgen.privacy.preflight import check_declared_size
+
+    check_declared_size(method, method_name=cfg.method.name, holdout=cfg.dataset.validation,
+                        refuse_other_size=_task(loaded).data.refuse_other_size)
+
+
 def test_a_replace_one_method_is_refused_with_a_holdout():
     from types import SimpleNamespace
-
-    from dpgen.train.run import check_declared_size
 
     cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.05, n_train=100), method=SimpleNamespace(
         name="dpsinkhorn_adv"))
     method = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=True)
     with pytest.raises(ValueError, match="dataset.validation=0.05 with dpsinkhorn_adv"):
-        check_declared_size(cfg, method, _task(95))
+        _check(method, cfg, 95)
     poisson = SimpleNamespace(private=True, sampling="poisson", accounts_steps=True)
-    check_declared_size(cfg, poisson, _task(95))  # add/remove: parallel composition holds
+    _check(poisson, cfg, 95)  # add/remove: parallel composition holds
 
 
 def test_full_batch_and_local_releases_are_refused_with_a_holdout_and_keep_their_size_rules():
@@ -108,21 +114,19 @@ def test_full_batch_and_local_releases_are_refused_with_a_holdout_and_keep_their
     another size is refused without printing it); a local mechanism's guarantee has no n."""
     from types import SimpleNamespace
 
-    from dpgen.train.run import check_declared_size
-
     merf = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=False, local=False)
     ldp = SimpleNamespace(private=True, sampling="without_replacement", accounts_steps=False, local=True)
     for name, method in (("dpmerf", merf), ("entropic_ldp", ldp)):
         cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.05, n_train=100), method=SimpleNamespace(name=name))
         with pytest.raises(ValueError, match=f"dataset.validation=0.05 with {name}, whose neighbours replace one"):
-            check_declared_size(cfg, method, _task(95))
+            _check(method, cfg, 95)
     cfg = SimpleNamespace(dataset=SimpleNamespace(validation=0.0, n_train=100, name="digits"),
                           method=SimpleNamespace(name="dpmerf"))
     with pytest.raises(ValueError, match="dataset.n_train=100 is not the size") as err:
-        check_declared_size(cfg, merf, _task(95))
+        _check(merf, cfg, 95)
     assert "95" not in str(err.value)
-    check_declared_size(cfg, merf, _task(100))
-    check_declared_size(cfg, ldp, _task(95))  # local: n is not in its guarantee
+    _check(merf, cfg, 100)
+    _check(ldp, cfg, 95)  # local: n is not in its guarantee
 
 
 @pytest.mark.parametrize("method", ["dpmerf", "entropic_ldp"])
