@@ -1,4 +1,4 @@
-"""docs/EXTENDING.md's worked examples run as written: a private method, a dataset and a table."""
+"""docs/EXTENDING.md's worked examples run as written: private methods (one with a one-shot release), a dataset, tables."""
 
 import json
 import os
@@ -87,6 +87,52 @@ def test_the_dp_gan_of_extending_md_trains_accounts_and_passes_the_audit(tmp_pat
             for r in csv.DictReader((tmp_path / "gan_audit" / "privacy_audit.csv").open())}
     verdicts = sorted(r["verdict"] for r in rows.values())
     assert verdicts == ["caught", "pass", "pass"], rows
+
+
+def _analytic_gaussian_epsilon(z: float, delta: float) -> float:
+    """Epsilon of one Gaussian release with noise std z x its l2 sensitivity, by the analytic Gaussian mechanism
+    (Balle & Wang 2018, Theorem 8): the smallest eps with Phi(1/(2z) - eps z) - e^eps Phi(-1/(2z) - eps z) <= delta,
+    found by bisection (the left side decreases in eps). Written here from the formula, not from dpgen."""
+    import math
+
+    phi = lambda x: 0.5 * math.erfc(-x / math.sqrt(2))  # noqa: E731
+    gap = lambda e: phi(1 / (2 * z) - e * z) - math.exp(e) * phi(-1 / (2 * z) - e * z) - delta  # noqa: E731
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        lo, hi = (lo, (lo + hi) / 2) if gap((lo + hi) / 2) <= 0 else ((lo + hi) / 2, hi)
+    return hi
+
+
+def test_the_one_shot_method_of_extending_md_releases_once_and_trains_for_free(tmp_path):
+    """DP class means: one Gaussian release before training (a OneShotGaussian, accounts_steps = False), then
+    post-processing. Its epsilon is the analytic Gaussian mechanism's at the declared noise multiplier, the same
+    at 50 and 5,000 steps, and the run's ledger holds that one release and no step (before base.account() skipped
+    accounts_steps = False, the base class charged every step in the one-shot ledger and the run crashed)."""
+    files = _write_blocks(tmp_path)
+    assert {"toy_methods/dp_class_means.py", "conf/method/dp_class_means.yaml", "run_one_shot.sh"} <= set(files)
+    printed = _bash("run_one_shot.sh", tmp_path)
+    z, delta = 1.0, 1e-5  # the YAML's method.noise_multiplier; privacy.delta's default
+    assert "noise_multiplier: 1.0" in files["conf/method/dp_class_means.yaml"]
+    exact = _analytic_gaussian_epsilon(z, delta)
+    assert 4.3 < exact < 4.5  # the value the page states ("about 4.4")
+    m = json.loads((tmp_path / "means" / "metrics.json").read_text())
+    p = m["privacy"]
+    assert m["method"] == "dp_class_means" and m["steps"] == 50 and m["stop_reason"] == "completed"
+    assert p["epsilon_spent"] == pytest.approx(exact, rel=1e-4) and p["delta"] == delta
+    assert p["noise_multiplier"] == z and p["private_steps"] == 0
+    assert p["sensitivity"] == pytest.approx(2 * 4.0 / 1437)  # 2C / n: C the default clip, n digits' n_train
+    assert p["noise_std"] == pytest.approx(z * p["sensitivity"]) and p["neighbouring_relation"].startswith("replace")
+    ledger = json.loads((tmp_path / "means" / "checkpoints" / "ledger.json").read_text())
+    assert ledger["ledger"]["accountant"]["history"] == [{"noise_multiplier": z, "sample_rate": 1.0, "num_steps": 1}]
+    assert ledger["ledger"]["prefix_releases"] == 1 and ledger["private_steps"] == 0
+    assert "loss" in json.loads((tmp_path / "means" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert m["downstream"]["logreg"]["test_acc"] > 50  # the release carries the classes (chance: 10 %)
+    # task=accounting: one Gaussian's epsilon, independent of trainer.steps, equal to what the run charged
+    accts = [json.loads((tmp_path / f"means_acct_{s}" / "accounting.json").read_text()) for s in (50, 5000)]
+    assert accts[0]["epsilon"] == accts[1]["epsilon"] == p["epsilon_spent"]
+    assert accts[0]["epsilon_cross_check"]["analytic_gaussian"] == pytest.approx(exact, rel=1e-6)
+    assert all(a["noise_multiplier"] == z and a["neighbouring_relation"].startswith("replace") for a in accts)
+    assert printed.count("dp_class_means on digits: released once") == 2
 
 
 def test_the_toy_dataset_of_extending_md_trains_dpswd_through_its_loader(tmp_path):

@@ -66,8 +66,9 @@ class LedgerState:
     ledger = None
 
     def account(self) -> None:
-        """Record one private step (no-op for non-private methods)."""
-        if self.ledger is not None:
+        """Record one private step (no-op for non-private methods, and for a method whose steps are
+        post-processing of a release made before training, ``accounts_steps = False``: its ledger charges none)."""
+        if self.ledger is not None and self.accounts_steps:
             self.ledger.step()
 
     def epsilon(self) -> float:

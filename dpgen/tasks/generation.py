@@ -227,7 +227,7 @@ class GenerationTask(Task):
         if k:
             print(f"  chance level: {100.0 / k:.1f}%")
         if isinstance(ds.get("class_mean"), dict):
-            print(f"  class-mean baseline: {ds['class_mean']['test_acc']:.2f}% (nearest of the {k or 'its'} "
+            print(f"  class-mean baseline: {ds['class_mean']['test_acc']:.2f}% (nearest of the {f'{k} ' if k else ''}"
                   f"synthetic class means): a classifier above it adds something beyond {k or 'the'} class averages")
         if "spread_ratio" in ds:
             print(f"  intra-class spread, synthetic / real test: {ds['spread_ratio']:.3f} (1: as varied as the real "
