@@ -443,7 +443,7 @@ class ModelConfig:
     #: dcgan (Radford et al. 2016: convolution and linear weights from N(0, 0.02), biases 0, batch-norm gains
     #: from N(1, 0.02)). With torch's default, dcgan's last transposed convolution starts with weights up to
     #: 1/3 (PyTorch takes its fan-in from the one output channel): pixels saturate the tanh within 50 steps
-    #: and stay at 1 (docs/FIDELITY.md, "the dot grid")
+    #: and stay at 1 (experiments/fidelity/2026-12-02_dcgan_init_dot_grid.md)
     init: str = "torch"
     #: the generator's memory layout: auto (channels-last on a CPU for the generators that offer it, dcgan:
     #: about 10 % off a DP-Sinkhorn paper-recipe step on 2 cores; contiguous on a GPU), channels_last, contiguous.
@@ -461,7 +461,7 @@ class ModelConfig:
 
         if curve_problem(self.sharpen, 0.5):
             raise ValueError(f"model.sharpen={self.sharpen}: {curve_problem(self.sharpen, 0.5)} (the measured picks "
-                             "are in docs/FIDELITY.md)")
+                             "are in docs/SETTINGS.md)")
         if curve_problem(None, self.sharpen_at):
             raise ValueError(f"model.sharpen_at={self.sharpen_at}: {curve_problem(None, self.sharpen_at)}")
 

@@ -166,7 +166,8 @@ class DownstreamModel:
     """One downstream classifier (``task.eval_models``): its training FLOPs per sample and epoch (forward +
     backward = 3 x forward; a multiply-add = 2; for ``make bench``'s floors and the long-run notice), its
     sustained CPU efficiency relative to 60 GFLOP/s a thread (``make bench``'s eval part, the measurements in
-    docs/RESULTS.md "Speed"; kept so the estimate stays an upper one), the repetitions it is estimated at
+    docs/SPEED.md, "The long-run notice's downstream estimate"; kept so the estimate stays an upper one), the
+    repetitions it is estimated at
     (None: the epochs) and its fit: ``fit(sets, options) -> result dict``."""
 
     flops: Callable[[Tuple[int, ...], int, int], float]

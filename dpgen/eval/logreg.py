@@ -23,7 +23,8 @@ fits on 54,000 real images, tested on the real 10,000: MNIST 5.9 s against sciki
 8.6 s on one), Fashion-MNIST 13.0 s against 56.3 s. The fitted model is scikit-learn's to the tolerance the solver
 stops at: its test predictions agree with scikit-learn's on 99.73 % (MNIST) and 99.62 % (Fashion-MNIST) of the
 images; against a fit to tol 1e-7 it agrees on 99.50 % (Fashion-MNIST, 20,000 images), scikit-learn's own fits
-on 99.53-99.60 %: at the edge of scikit-learn's spread at that tolerance (``docs/RUNS.md``;
+on 99.53-99.60 %: at the edge of scikit-learn's spread at that tolerance
+(``experiments/runs/2026-11-27_logreg_fused_solver.md``;
 ``tests/eval/test_logreg.py``: objective, gradient, coefficients and predictions on real digits, every path);
 ``task.logreg_solver=sklearn`` keeps scikit-learn's own fit.
 

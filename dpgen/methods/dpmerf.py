@@ -26,7 +26,7 @@ scaled to unit norm:
 the feature vector is [sqrt(1 - s) phi(x), sqrt(s / L) psi_1(x), ..., sqrt(s / L) psi_L(x)] with s =
 ``conv_share``, so its norm is at most 1 and the release's sensitivity stays 2 / n. Random convolutions see
 local strokes and edges that a Gaussian kernel on whole images blurs; whether they help is measured on the
-public proxy (docs/FIDELITY.md), not assumed.
+public proxy (experiments/fidelity/2026-11-29_dpmerf_levers.md), not assumed.
 
 Settings from DP-MERF's public code for MNIST (``train_dp_generator_directly.py``): D = 1000 random
 features, kernel variance 127 on [0, 1] pixels of dimension 784 (length scale sqrt(127) = 11.3); dpgen
@@ -119,7 +119,8 @@ def random_features(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
 
 #: the constant appended to each convolutional block before it is scaled to unit norm. Without it a blank image
 #: (all activations 0) had psi = 0, and a generator matched the real mean's norm by mixing blank images with
-#: templates (seen on the proxy, docs/FIDELITY.md); with it a blank image maps to the constant's own direction,
+#: templates (seen on the proxy, experiments/fidelity/2026-11-29_dpmerf_levers.md); with it a blank image maps to the
+#: constant's own direction,
 #: far from any real image's (pooled activations of norm 2-15 at He initialisation on USPS).
 BLOCK_CONSTANT = 1.0
 

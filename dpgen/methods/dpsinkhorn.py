@@ -1,60 +1,13 @@
-"""DP-Sinkhorn (dp-sinkhorn.txt, Algorithm 1, sections 3-4, appendix D) and its variants.
+"""DP-Sinkhorn (dp-sinkhorn.txt, Algorithm 1, appendix D) and its variants: ``sinkhorn``, ``dpsinkhorn``,
+``dpsinkhorn_param``, ``sinkhorn_adv``, ``dpsinkhorn_adv`` (``conf/method/<name>.yaml``).
 
-Methods (``conf/method/<name>.yaml``):
-
-* ``sinkhorn`` — non-private: the empirical Sinkhorn divergence (dpgen/losses/sinkhorn.py,
-  cost ||x - y||^2, regularisation ``entropy_reg``) between the generated batch and the real
-  batch, both as rows [image, alpha_c * onehot(label)] (Eq. 5); generated labels are uniform.
-* ``dpsinkhorn`` — Algorithm 1. The real batch is Poisson-sampled with rate q = batch_size / N
-  (``sampling = "poisson"``: the trainer skips an empty batch but accounts it). A backward hook
-  on the generator output replaces the image gradient grad_X S by clip(grad_X S, C) +
-  N(0, (2 C sigma)^2 I) (dpgen.privacy.image_gradient.ImageGradientMechanism, the whole batch
-  gradient clipped as one vector): two real batches differing in one record give clipped
-  gradients at most 2C apart, so each step is a Gaussian mechanism with noise multiplier sigma,
-  composed by the ledger's accountant for the Poisson-subsampled Gaussian (privacy.accountant; its default
-  ``auto`` is dp-accounting's PLD, with autodp's and opacus' RDP bounds printed beside it as the cross-check).
-  ``method.noise_multiplier``: sigma, or null to calibrate it to the budget at the requested steps. The run
-  stops before a step would exceed privacy.epsilon.
-  Only the generator output sees the real data, and the generator's input (latent code, label)
-  is data-independent, so the parameter update is post-processing of the noisy image gradient.
-  ``method.clip_mode=per_sample`` (dpgen's variant, not the paper's; the embedded default): the loss
-  is the record-separable dual bound below, and each real record's gradient of it with respect to
-  the generated batch is clipped to C on its own, the clipped gradients summed and
-  N(0, (C sigma)^2) added (sensitivity C under add/remove, the same accountant). The signal then
-  grows with the batch while the noise does not, where the batch clip bounds the whole batch's
-  gradient by C.
-* ``dpsinkhorn_param`` — "DP-Sinkhorn (param grad)": the noise goes on the generator's
-  parameter gradient instead, clipping bound C = 1 (appendix D.4). ``method.clip_mode``:
-  - ``per_sample`` (default; DP-SGD): per-sample clipping needs a loss that is a sum over real
-    records, and the Sinkhorn divergence is not one (its plan couples all records: removing one
-    changes every other record's share). The loss is therefore the record-separable lower bound
-    of W_{c,eps}(X, Y): the dual at (f = 0, g = c-transform), mean_i g_i(X, y_i) with
-    g_i = -eps log mean_j exp(-c(x_j, y_i) / eps) (dpgen.losses.sinkhorn.record_terms; same cost,
-    same eps, same class conditioning). Each record's parameter gradient (autograd with
-    is_grads_batched: one batched backward through the generator) is clipped to C on its own,
-    the sum noised with N(0, (C sigma)^2) and divided by the expected batch B: sensitivity C,
-    noise multiplier sigma, the Poisson accountant of Algorithm 1.
-  - ``batch``: grad_theta S of the whole batch (the paper's loss) clipped to C as one vector and
-    N(0, (2 C sigma)^2) added (appendix B's description: two batches differing in one record give
-    clipped gradients at most 2C apart; same accountant).
-* ``sinkhorn_adv`` / ``dpsinkhorn_adv`` — Adversarial (DP-)Sinkhorn, Eq. 6: rows
-  [image, alpha_c onehot, alpha_a phi(image) / ||phi(image)||] with a feature extractor phi
-  (appendix D.3: conv 3x3 (64) - BN - ReLU - maxpool 2, conv 3x3 (64) - BN - ReLU - maxpool 2,
-  conv 1x1 (32)) trained to maximise the divergence (alternating updates). The private variant
-  splits the private set at the start of training into k = ``num_partitions`` (default
-  max(2, N // batch_size)) fixed partitions ("records"), keeps one extractor per partition, and each step
-  draws one partition uniformly: its extractor is updated on it and the image gradient (clipped +
-  noised as in ``dpsinkhorn``) depends on that partition only. Accounting: one record of k drawn
-  without replacement per step, autodp's Wang et al. (2019) subsampled Gaussian (dpgen's own
-  Theorem 9 accountant as cross-check), as appendix D.4 says. The extractors (in the checkpoint)
-  are NOT private: release only the generator.
-
-Bad input: batches whose shapes differ, a missing label when alpha_c > 0: a ValueError naming the mismatch
-(dpgen.losses.sinkhorn.conditional_rows). A real record whose label lies outside [0, num_classes) (a lazily read
-dataset; in-memory labels are checked once at setup) contributes nothing, without an exception or a host read
-(dpgen.utils.labels): weight 0 in the divergence (batch clip, ``sinkhorn_divergence``'s ``y_mask``), gradient 0
-in the per-record modes (``finite_records``), as a record with non-finite values. The adversarial variant's
-feature extractors (not private, batch norm) still see its image.
+Contract: in the private methods real records reach the generator only through one released quantity per step,
+the image gradient of the generated batch (``dpsinkhorn``, ``dpsinkhorn_adv``) or the parameter gradient
+(``dpsinkhorn_param``), clipped to C and noised by a dpgen.privacy mechanism and charged to the run's ledger; the
+generator's inputs are data-independent, so its update is post-processing. The adversarial variants' feature
+extractors are not private: release only the generator. A record with an out-of-range label or non-finite
+values contributes nothing; batches whose shapes differ, or a missing label when alpha_c > 0, raise a ValueError
+naming the mismatch. Each mechanism, its sensitivity and its accountant: docs/DPSINKHORN.md, "The mechanisms".
 """
 
 from __future__ import annotations

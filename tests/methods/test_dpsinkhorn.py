@@ -467,7 +467,7 @@ def test_table1_dcgan_presets_start_from_dcgans_init(preset):
     """Table 1's DCGAN presets (the paper's recipe, its param-grad and non-private rows) build the generator with
     model.init=dcgan: under PyTorch's default the DP recipe put 55 of MNIST's 784 pixels above 0.99 in all of 200
     samples by step 3,000, and in the non-private one 86 pixels were beyond 2 before the tanh by step 50
-    (docs/FIDELITY.md, "The dot grid")."""
+    (experiments/fidelity/2026-12-02_dcgan_init_dot_grid.md)."""
     from dpgen.config import compose_preset
 
     model = compose_preset(preset).model
@@ -996,7 +996,7 @@ def test_dct_project_per_record_release_has_sensitivity_C_and_the_closed_form_eq
 @pytest.mark.parametrize("ds,preset", [("mnist", "mnist"), ("fashion_mnist", "fmnist")])
 def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset):
     """experiment=dpsinkhorn_best_<ds> is Table 1's best row (batch 200) with Poisson batches of 500, the batch
-    re-picked on USPS by CNN and FID (docs/FIDELITY.md): every other setting is the row's but the name, the
+    re-picked on USPS by CNN and FID (docs/SETTINGS.md): every other setting is the row's but the name, the
     MNIST preset's contrast curve on released samples (model.sharpen, also picked on USPS) and the noise, which
     the preset calibrates under the default accountant (PLD: 1.2234 at q = 500 / 60,000) where the row keeps the
     noise it was measured with (0.7751, calibrated under RDP; issue 52)."""
