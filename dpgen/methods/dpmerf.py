@@ -248,11 +248,10 @@ class DPMERF(GenerativeMethod):
 
     # ---- the one release ------------------------------------------------------------------------------
     def settings(self) -> Dict[str, Any]:
-        out = {"n_features": self.n_features, "length_scale": self.length_scale, "noise_multiplier":
-               self.noise_multiplier, "num_classes": self.num_classes, "n_private": self.n_private}
-        if self.conv_channels:  # absent when off: checkpoints of DP-MERF as published still resume
-            out.update(conv_channels=self.conv_channels, conv_share=self.conv_share, conv_pool=self.conv_pool)
-        return out
+        """What the release was made with (a checkpoint's must equal a resumed run's: no second release)."""
+        return {"n_features": self.n_features, "length_scale": self.length_scale, "noise_multiplier":
+                self.noise_multiplier, "num_classes": self.num_classes, "n_private": self.n_private,
+                "conv_channels": self.conv_channels, "conv_share": self.conv_share, "conv_pool": self.conv_pool}
 
     def prepare_data(self, x: torch.Tensor, y: torch.Tensor, output_dir=None):
         if self.embedding is not None:  # released before (a resumed run): never a second release
@@ -347,18 +346,20 @@ class DPMERF(GenerativeMethod):
                 "conv_weights": self.conv.weights if self.conv is not None else None,
                 "conv_shape": list(self.conv.shape) if self.conv is not None else None,
                 "settings": self.settings(), "training_steps": self.steps_taken}
+        """Load :meth:`state_dict` of the current format (an older checkpoint is migrated when it is loaded:
+        dpgen.train.migrations)."""
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         super().load_state_dict(state)
-        if state.get("embedding") is not None:
-            if state.get("settings") != self.settings():
-                raise ValueError(f"the checkpoint's DP-MERF release was made with {state.get('settings')}, this run "
+        if state["embedding"] is not None:
+            if state["settings"] != self.settings():
+                raise ValueError(f"the checkpoint's DP-MERF release was made with {state['settings']}, this run "
                                  f"asks for {self.settings()}: a second release would spend the budget again; resume "
                                  "with the original method settings or start a new run folder")
             self.freqs, self.embedding = state["freqs"], state["embedding"]
-            if state.get("conv_weights") is not None:
+            if state["conv_weights"] is not None:
                 self.conv = ConvFeatures(state["conv_weights"], self.conv_pool, state["conv_shape"])
-        self.steps_taken = int(state.get("training_steps", 0))
+        self.steps_taken = int(state["training_steps"])
 
 
 __all__ = ["ConvFeatures", "DPMERF", "default_length_scale", "features", "mean_embedding", "random_features"]

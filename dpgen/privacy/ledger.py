@@ -257,21 +257,11 @@ class Ledger:
         return {"accountant": self.accountant.state_dict(), "prefix_releases": self.prefix_releases}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Load :meth:`state_dict`; also a bare accountant state (written by dpgen before the releases were
-        counted), whose releases are inferred conservatively: at most one per declared release, and only
-        from its full-batch entries (so every other step counts as a step)."""
-        acc = state.get("accountant", state) if "history" not in state else state
-        if self.one_shot and acc.get("name") != self.accountant.name and all(
-                float(h["sample_rate"]) >= 1.0 for h in acc.get("history", ())):
-            # a one-shot release's history is the same list of full-batch Gaussians under any accountant: a
-            # checkpoint written when autodp's RDP kept this ledger resumes under the PLD that keeps it now
-            acc = {"name": self.accountant.name, "history": acc["history"]}
-        self.accountant.load_state_dict(acc)
-        if "prefix_releases" in state:
-            self.prefix_releases = int(state["prefix_releases"])
-        else:
-            full = sum(int(h["num_steps"]) for h in self.accountant.history if h["sample_rate"] >= 1.0)
-            self.prefix_releases = min(len(self.prefix), full)
+        """Load :meth:`state_dict`, of the current format only: a ledger an older dpgen wrote is brought to it
+        before it reaches here (``dpgen.train.migrations``, applied when a checkpoint or ledger file is loaded;
+        this library imports nothing from the training package above it)."""
+        self.accountant.load_state_dict(state["accountant"])
+        self.prefix_releases = int(state["prefix_releases"])
 
 
 

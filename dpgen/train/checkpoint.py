@@ -1,4 +1,5 @@
-"""Atomic checkpoints: models, optimizers, RNG states, the accountant's ledger, the step."""
+"""Atomic checkpoints: models, optimizers, RNG states, the accountant's ledger, the step; each records its format
+and an older one is brought to the current format when it is loaded (:mod:`dpgen.train.migrations`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Dict
 import numpy as np
 import torch
 
+from dpgen.train import migrations
 from dpgen.utils.io import atomic_write_bytes
 
 
@@ -45,11 +47,13 @@ class Checkpointer:
 
     def save(self, state: Dict[str, Any]) -> Path:
         buf = io.BytesIO()
-        torch.save(state, buf)
+        torch.save(migrations.stamped(state), buf)
         return atomic_write_bytes(self.path, buf.getvalue())
 
     def load(self) -> Dict[str, Any]:
+        """The checkpoint in the current format (an older one is migrated, or refused when it cannot be)."""
         try:
-            return torch.load(self.path, map_location="cpu", weights_only=False)
+            state = torch.load(self.path, map_location="cpu", weights_only=False)
         except Exception as e:  # a torn file cannot happen with atomic writes, but say so if it does
             raise RuntimeError(f"checkpoint {self.path} cannot be read ({e}); delete it to start over") from e
+        return migrations.migrate(state, migrations.CHECKPOINT, self.path)

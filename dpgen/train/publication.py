@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from dpgen.train import migrations
 from dpgen.utils.io import atomic_write_text
 
 LEDGER_NAME = "ledger.json"
@@ -117,18 +118,22 @@ def remove_run_artefacts(output_dir, names=RUN_ARTEFACTS) -> list:
 
 
 class LedgerFile:
-    """``<run>/checkpoints/ledger.json``: the newest ledger of the run, written atomically."""
+    """``<run>/checkpoints/ledger.json``: the newest ledger of the run, written atomically with its format; an older
+    file is brought to the current format when it is loaded (:mod:`dpgen.train.migrations`)."""
 
     def __init__(self, output_dir) -> None:
         self.path = Path(output_dir) / "checkpoints" / LEDGER_NAME
 
     def save(self, method, settings: Dict[str, Any]) -> None:
-        atomic_write_text(self.path, json.dumps({"ledger": method.ledger_state(), "steps": method.ledger_steps(),
-                                                 "private_steps": method.spent_steps(),
-                                                 "privacy_settings": settings}))
+        atomic_write_text(self.path, json.dumps(migrations.stamped({
+            "ledger": method.ledger_state(), "steps": method.ledger_steps(), "private_steps": method.spent_steps(),
+            "privacy_settings": settings})))
 
     def load(self) -> Optional[Dict[str, Any]]:
-        return json.loads(self.path.read_text()) if self.path.exists() else None
+        """The file in the current format (None when there is none; refused when it cannot be migrated)."""
+        if not self.path.exists():
+            return None
+        return migrations.migrate(json.loads(self.path.read_text()), migrations.LEDGER_FILE, self.path)
 
     def remove(self) -> None:
         if self.path.exists():

@@ -1,7 +1,8 @@
 """What a resumed run must keep: the settings its ledger was spent under (:func:`privacy_settings`: method,
 privacy, batch size, data, the steps the noise was calibrated for), checked against the checkpoint's on a resume
 (:func:`check_resume_settings`, which names any change) and the calibration it keeps (:func:`calibration_steps`);
-:func:`carried_ledger` continues the ledger of an attempt that died before its first checkpoint."""
+:func:`carried_ledger` continues the ledger of an attempt that died before its first checkpoint. Every file read here
+is of the current format: an older one was migrated (or refused) when it was loaded (:mod:`dpgen.train.migrations`)."""
 
 from __future__ import annotations
 
@@ -75,23 +76,20 @@ def _held_out_of_own_data(dataset) -> bool:
 
 def calibration_steps(state: Optional[Dict[str, Any]], requested: int) -> int:
     """Steps to calibrate the noise for: a resumed run keeps its checkpoint's, so its noise is the
-    noise already released; a fresh run calibrates for the steps it asks."""
+    noise already released; a fresh run calibrates for the steps it asks. ``state``: a checkpoint or ledger file in
+    the current format (an older one was migrated, or refused, when it was loaded: :mod:`dpgen.train.migrations`)."""
     if state is None:
         return int(requested)
-    saved = state.get("privacy_settings")
-    if not saved:
-        raise ValueError(
-            "resume=true, but the checkpoint records no privacy settings (it was written by an older dpgen): "
-            "its ledger cannot be continued safely. Start a new run (resume=false, or a new hydra.run.dir).")
-    return int(saved["calibration_steps"])
+    return int(state["privacy_settings"]["calibration_steps"])
 
 
 def normalise_settings(flat: Dict[str, Any]) -> Dict[str, Any]:
     """Flat settings (``privacy_settings``, or a flattened config.yaml) with ``privacy.accountant`` as the ledger
     it stands for: ``auto`` resolved by the method's sampling (PLD for Poisson, autodp RDP without replacement,
     so a DP-SWD run made when ``rdp`` was the default is the same run), and dropped for a non-private method
-    (it keeps no ledger)."""
-    out = dict(flat)
+    (it keeps no ledger). ``dataset.description`` (prose: it names no record) is left out, so that a reworded
+    description resumes."""
+    out = {k: v for k, v in flat.items() if k != "dataset.description"}
     name = out.get("privacy.accountant")
     if name is None:
         return out
@@ -104,16 +102,11 @@ def normalise_settings(flat: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-#: settings keys added after checkpoints were written, with the value that reproduces what dpgen did before them:
-#: a checkpoint that lacks the key ran under that value (a run folder from before the key resumes), any other
-#: value is a change
-ADDED_KEYS = {"dataset.n_train_counted": False, "dataset.validation": 0.0, "privacy.secure_rng": False}
-
-
 def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> None:
-    """Refuse to continue a ledger under other privacy settings (it was spent under ``saved``)."""
+    """Refuse to continue a ledger under other privacy settings (it was spent under ``saved``, of the current
+    format: a key added later was filled with the value that reproduces what dpgen did before it when the file
+    was loaded, :mod:`dpgen.train.migrations`)."""
     saved, current = normalise_settings(saved), normalise_settings(current)
-    saved.update({k: v for k, v in ADDED_KEYS.items() if k not in saved and k in current})
     changed = [k for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
     if changed:
         what = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in changed)
@@ -133,15 +126,10 @@ def carried_ledger(cfg, output_dir) -> Optional[Dict[str, Any]]:
     continues that ledger, so they stay charged."""
     if not cfg.resume:
         return None
-    saved = LedgerFile(output_dir).load()
-    if not saved or not saved.get("privacy_settings") or int(saved.get("steps", 0)) <= 0:
+    saved = LedgerFile(output_dir).load()  # in the current format (an older file is migrated when loaded)
+    if saved is None or int(saved["steps"]) <= 0:
         return None
-    if "private_steps" in saved:
-        steps = int(saved["private_steps"])
-    else:  # written before the file said it: every entry below sample rate 1 is a step; all at rate 1, maybe steps
-        hist = ((saved.get("ledger") or {}).get("accountant") or {}).get("history") or []
-        steps = sum(int(h["num_steps"]) for h in hist if h["sample_rate"] < 1) or int(saved["steps"])
-    return saved if steps > 0 else None
+    return saved if int(saved["private_steps"]) > 0 else None
 
 
 def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
@@ -154,5 +142,5 @@ def prepare_resume(state, requested_steps: int, cfg, **settings_kw):
     return steps, settings
 
 
-__all__ = ["ADDED_KEYS", "OWN_SPLIT_KEY", "calibration_steps", "carried_ledger", "check_resume_settings",
+__all__ = ["OWN_SPLIT_KEY", "calibration_steps", "carried_ledger", "check_resume_settings",
            "normalise_settings", "prepare_resume", "privacy_settings"]

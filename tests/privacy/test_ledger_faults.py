@@ -248,14 +248,4 @@ def test_no_path_publishes_more_than_the_ledger_charges(method, batch, attempts)
                 assert p["epsilon_spent"] == pytest.approx(eps, rel=1e-6)
                 assert p["epsilon_spent"] <= BUDGET * (1 + 1e-9) or p.get("guarantee_holds") is False
 
-
-def test_a_checkpoint_from_before_an_added_settings_key_resumes_and_a_changed_value_is_refused():
-    """dataset.n_train_counted came after runs were checkpointed: a checkpoint without the key ran as False
-    (a declared n) and resumes; a run that now counts n is another dataset relation and is refused."""
-    from dpgen.train.resume import check_resume_settings
-
-    old = {"dataset.n_train": 60000, "privacy.epsilon": 10.0, "method.private": True}
-    check_resume_settings(old, {**old, "dataset.n_train_counted": False})
-    with pytest.raises(ValueError, match="changed privacy settings.*dataset.n_train_counted: checkpoint False, now True"):
-        check_resume_settings(old, {**old, "dataset.n_train_counted": True})
-    check_resume_settings(old, dict(old))  # a dataset without the key (none today) compares as before
+# a checkpoint from before an added settings key (dataset.n_train_counted, ...): tests/train/test_migrations.py

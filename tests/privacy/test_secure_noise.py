@@ -196,13 +196,7 @@ def test_config_and_generators():
         compose_config(["privacy.secure_rng=true", "privacy.secret_randomness=false"])
 
 
-def test_a_checkpoint_from_before_the_key_resumes_only_as_not_secure():
-    from dpgen.train.resume import check_resume_settings
-
-    old = {"privacy.epsilon": 10.0}  # written before privacy.secure_rng existed: it ran with torch's generators
-    check_resume_settings(old, {"privacy.epsilon": 10.0, "privacy.secure_rng": False})
-    with pytest.raises(ValueError, match="privacy.secure_rng"):
-        check_resume_settings(old, {"privacy.epsilon": 10.0, "privacy.secure_rng": True})
+# a checkpoint from before privacy.secure_rng resumes only as not secure: tests/train/test_migrations.py
 
 
 @pytest.mark.parametrize("what", ["default", "dpsgd"])
