@@ -192,11 +192,6 @@ class DADatasetConfig(DatasetConfig):
 # privacy/, task/, logger/, trainer
 # ------------------------------------------------------------------------------------------------
 
-ACCOUNTANT_NAMES = ("rdp", "opacus_rdp", "opacus_prv", "moments", "pld")
-#: privacy.accountant's choices: an accountant, or auto (the tightest valid one for the method's sampling)
-LEDGER_ACCOUNTANTS = ("auto", *ACCOUNTANT_NAMES)
-
-
 @dataclass
 class PrivacyConfig:
     epsilon: float = 10.0
@@ -230,9 +225,14 @@ class PrivacyConfig:
             check_delta(self.delta, "privacy.delta")
         except PrivacyParameterError as e:
             raise ConfigError(str(e)) from None
-        _choice(self.accountant, "privacy.accountant", LEDGER_ACCOUNTANTS)
+        # the accountant registry's ledger accountants (imported here: scipy, about 1 s, which a private run
+        # imports anyway); privacy.accountant may also be auto (the tightest valid one for the method's sampling)
+        from dpgen.privacy.accountants import ledger_accountant_names
+
+        names = ledger_accountant_names()
+        _choice(self.accountant, "privacy.accountant", ("auto", *names))
         for name in self.cross_check:
-            _choice(name, "privacy.cross_check[]", ACCOUNTANT_NAMES)
+            _choice(name, "privacy.cross_check[]", names)
         check_positive(self.rel_tol, "privacy.rel_tol")
         if self.secure_rng and not self.secret_randomness:
             raise ConfigError("privacy.secure_rng=true with privacy.secret_randomness=false: the OS generator cannot "

@@ -227,3 +227,28 @@ def test_a_bad_dotted_path_names_its_key_and_value():
                          validation=0.0, path=None)
     with pytest.raises(ValueError, match=r"dataset\.loader='dpgen\.data\.no_such_loader'.*package\.module\.function"):
         load_split(ds)
+
+
+def test_accountant_choices_come_from_the_accountant_registry():
+    """privacy.accountant and privacy.cross_check offer the registry's ledger accountants, stated once there: a new
+    one registered is accepted, an internal surrogate (wang_wor) and a non-ledger accountant (bdp) are not."""
+    from dpgen.config import PrivacyConfig
+    from dpgen.privacy.accountants import ACCOUNTANTS, RDPAccountant, ledger_accountant_names
+
+    assert ledger_accountant_names() == ("rdp", "opacus_rdp", "opacus_prv", "moments", "pld")
+    for bad in ("wang_wor", "bdp"):
+        with pytest.raises(ConfigError, match=f"privacy.accountant='{bad}'"):
+            PrivacyConfig(accountant=bad)
+    with pytest.raises(ConfigError, match="Did you mean pld"):  # a typo is told the nearest name
+        PrivacyConfig(accountant="pdl")
+
+    class Mine(RDPAccountant):
+        name = "mine"
+
+    ACCOUNTANTS.register("mine", Mine)
+    try:
+        assert PrivacyConfig(accountant="mine", cross_check=["mine"]).accountant == "mine"
+    finally:
+        ACCOUNTANTS.unregister("mine")
+    with pytest.raises(ConfigError, match="privacy.cross_check"):
+        PrivacyConfig(cross_check=["mine"])

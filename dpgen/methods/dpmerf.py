@@ -204,7 +204,6 @@ class DPMERF(GenerativeMethod):
     publishes_loss = True  # ||mu~ - mu_gen||^2: the release and generated samples only
 
 
-    accounting_relation = "replace one record (the number of records n is public)"
 
     @classmethod
     def declare(cls, cfg, info, steps: int) -> OneShotGaussian:
@@ -326,7 +325,6 @@ class DPMERF(GenerativeMethod):
                              if self.conv_channels else "") + f", released once with Gaussian noise of std "
                           f"z 2 / n = {self.noise_std:.4g} (DP-MERF); training is post-processing"),
             **self.ledger.report(),
-            "neighbouring_relation": "replace one record (the number of records n is public)",
             "not_covered": ("the generated labels are uniform (the class proportions are not released); n is "
                             "public; the random frequencies are data-independent"),
             "delta": self.delta,
@@ -346,10 +344,10 @@ class DPMERF(GenerativeMethod):
                 "conv_weights": self.conv.weights if self.conv is not None else None,
                 "conv_shape": list(self.conv.shape) if self.conv is not None else None,
                 "settings": self.settings(), "training_steps": self.steps_taken}
-        """Load :meth:`state_dict` of the current format (an older checkpoint is migrated when it is loaded:
-        dpgen.train.migrations)."""
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Load :meth:`state_dict` of the current format (an older checkpoint is migrated when it is loaded:
+        dpgen.train.migrations)."""
         super().load_state_dict(state)
         if state["embedding"] is not None:
             if state["settings"] != self.settings():

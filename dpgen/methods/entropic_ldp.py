@@ -37,6 +37,7 @@ import torch
 
 from dpgen.losses.entropic import entropic_wasserstein, matched_loss_params, sinkhorn_divergence, wasserstein
 from dpgen.methods.base import GenerativeMethod
+from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.local import (
     analytic_gaussian_sigma,
     geometric_bisect,
@@ -212,9 +213,6 @@ class EntropicLDP(GenerativeMethod):
     accounts_steps = False  # Remark 1: training on the release is post-processing
     local = True  # each record privatised on its own: n is not in the guarantee
 
-
-    accounting_relation = "replace one record (local DP: any two values of one record)"
-
     @classmethod
     def declare(cls, cfg, info, steps: int) -> LocalRelease:
         m = cfg.method
@@ -326,7 +324,7 @@ class EntropicLDP(GenerativeMethod):
             "private": True,
             "guarantee": ("local DP, per record: each record was privatised once, before training, by the local "
                           "mechanism; training is post-processing"),
-            "neighbouring_relation": "replace one record (local DP: any two values of one record)",
+            "neighbouring_relation": RELATIONS["local"],
             "not_covered": "labels are dropped; the number of records is public",
             "mechanism": what + (f", after a DCT and zeroing coefficients below the {self.dct_quantile} quantile"
                                  if self.dct else ""),

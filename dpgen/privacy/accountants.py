@@ -389,6 +389,7 @@ class WangWORAccountant(_SubsampledGaussianAccountant):
 
     name = "wang_wor"
     sampling = "without_replacement"
+    offered = False  # the surrogate and cross-check of autodp for sampling without replacement
 
     def __init__(self, max_alpha: int = 256) -> None:
         super().__init__()
@@ -411,6 +412,12 @@ for _name, _cls in {"wang_wor": WangWORAccountant, "rdp": RDPAccountant, "opacus
                     "opacus_prv": OpacusPRVAccountant, "moments": MomentsAccountant, "pld": PLDAccountant,
                     "bdp": BayesianAccountant, "wdp": WassersteinAccountant}.items():
     ACCOUNTANTS.register(_name, _cls)
+
+
+def ledger_accountant_names() -> Tuple[str, ...]:
+    """The accountants a user may name as ``privacy.accountant`` or ``privacy.cross_check``, in registry order:
+    those that keep a ledger and are offered (rdp, opacus_rdp, opacus_prv, moments, pld)."""
+    return tuple(name for name, cls in ACCOUNTANTS.items() if cls.ledger_family and cls.offered)
 
 
 def make_accountant(name: str, **kwargs) -> Accountant:

@@ -140,7 +140,8 @@ def _one_shot(m: OneShotGaussian, budget: Budget, s: Setting) -> Dict[str, Any]:
     ]
     return {"summary": {"N": s.n, "sensitivity": m.sensitivity, "noise_multiplier": z,
                         "noise_std": z * m.sensitivity, "epsilon": eps,
-                        "epsilon_cross_check": {"analytic_gaussian": exact, "rdp": rdp}}, "lines": lines}
+                        "epsilon_cross_check": {"analytic_gaussian": exact, "rdp": rdp}}, "lines": lines,
+            "relation": RELATIONS["one_shot"]}
 
 
 def _local(m: LocalRelease, budget: Budget, s: Setting) -> Dict[str, Any]:
@@ -162,7 +163,7 @@ def _local(m: LocalRelease, budget: Budget, s: Setting) -> Dict[str, Any]:
         "mechanism whose noise follows from (epsilon, delta) in closed form, with no composition or subsampling",
     ]
     return {"summary": {"mechanism": m.kind, "scale": scale, "radius": m.radius, "sensitivity": m.sensitivity},
-            "lines": lines}
+            "lines": lines, "relation": RELATIONS["local"]}
 
 
 def _projected(m: ProjectedGaussian, budget: Budget, s: Setting) -> Dict[str, Any]:

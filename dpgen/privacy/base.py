@@ -33,6 +33,9 @@ class Accountant(ABC):
     #: class of :mod:`dpgen.privacy.ledger_accountants`; None: it keeps no ledger (the Bayesian and Wasserstein
     #: accountants take per-step privacy-loss statistics, not a subsampled Gaussian's noise and rate)
     ledger_family: Optional[str] = None
+    #: offered as ``privacy.accountant`` and ``privacy.cross_check`` when it keeps a ledger (False: an internal
+    #: surrogate or cross-check, such as dpgen's own Theorem 9 accountant)
+    offered: bool = True
     #: the one sampling scheme it analyses (opacus' and dp-accounting's: poisson); None: any it is given
     sampling: Optional[str] = None
 

@@ -40,7 +40,10 @@ from dpgen.privacy.calibration import steps_to_epsilon
 RELATIONS = {"poisson": "add/remove one record (Poisson sampling: each record independently at rate q = B / n, n the "
                         "size declared as dataset.n_train and treated as public; nothing in the run depends on how "
                         "many records were loaded)",
-             "without_replacement": "replace one record (fixed-size batches drawn without replacement)"}
+             "without_replacement": "replace one record (fixed-size batches drawn without replacement)",
+             # a release of the whole set once (a one-shot ledger), and a local mechanism (each record privatised)
+             "one_shot": "replace one record (the number of records n is public)",
+             "local": "replace one record (local DP: any two values of one record)"}
 
 
 #: what the reports call each accountant (its ``label``; an accountant without one is called by its name)
@@ -244,7 +247,7 @@ class Ledger:
             "noise_multiplier": self.prefix[0] if self.one_shot else self.noise_multiplier,
             "sampling": self.sampling,
             "sample_rate": self.sample_rate,
-            "neighbouring_relation": RELATIONS[self.sampling],
+            "neighbouring_relation": RELATIONS["one_shot" if self.one_shot else self.sampling],
             "accountant": self.accountant_text(),
             "ledger_accountant": self.accountant_name,
             "epsilon_cross_check": checks,

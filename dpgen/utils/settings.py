@@ -21,9 +21,13 @@ class ConfigError(ValueError):
 
 
 def choice(value, name: str, choices) -> None:
-    """Refuse ``value`` unless it is one of ``choices``, naming the key and the choices."""
+    """Refuse ``value`` unless it is one of ``choices``, naming the key, the choices and the nearest one."""
     if value not in choices:
-        raise ConfigError(f"{name}={value!r} is invalid: choose one of {', '.join(map(str, choices))}.")
+        import difflib
+
+        near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        raise ConfigError(f"{name}={value!r} is invalid: choose one of {', '.join(map(str, choices))}."
+                          + (f" Did you mean {near[0]}?" if near else ""))
 
 
 @dataclass
