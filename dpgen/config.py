@@ -192,9 +192,20 @@ class DADatasetConfig(DatasetConfig):
 # privacy/, task/, logger/, trainer
 # ------------------------------------------------------------------------------------------------
 
+def delta_n_ln_n(n: int) -> float:
+    """1 / (n ln n): the delta DPImageBench sets for n training records (their MNIST: 55,000 -> 1.67e-6; dpgen's,
+    60,000 -> 1.52e-6), below 1 / n as a delta must be. In a config: ``privacy.delta=${dpgen.delta_n_ln_n:
+    ${dataset.n_train}}`` (the declared n; the run's delta is then a number like any other)."""
+    n = check_positive_int(n, "dataset.n_train", "1 / (n ln n) needs the declared number of records")
+    if n < 2:
+        raise ConfigError(f"dataset.n_train={n}: 1 / (n ln n) needs n >= 2 (ln 1 = 0); give privacy.delta a number")
+    return 1.0 / (n * math.log(n))
+
+
 @dataclass
 class PrivacyConfig:
     epsilon: float = 10.0
+    #: a number, or ${dpgen.delta_n_ln_n:${dataset.n_train}} for DPImageBench's 1 / (N ln N) (:func:`delta_n_ln_n`)
     delta: float = 1e-5
     #: the ledger's accountant: auto (default: the tightest valid accountant for the method's sampling,
     #: dpgen.privacy.accountants.AUTO_ACCOUNTANT: dp-accounting's PLD for Poisson sampling, autodp's RDP for
@@ -275,6 +286,8 @@ class AccountingTaskConfig(TaskConfig):
     adapt_weight: Optional[float] = None
     k: Optional[int] = None
     eval_every: Optional[int] = None
+    protocol: Optional[str] = None
+    dpimagebench: "DPImageBenchConfig" = field(default_factory=lambda: DPImageBenchConfig())
 
     def __post_init__(self) -> None:
         if self.k is not None:
@@ -287,6 +300,38 @@ LOGREG_SOLVERS = ("fused", "sklearn")
 FIDELITY_PROTOCOLS = ("auto", "quick", "full")
 #: images a side for FID and KID at least (KID's 10-group jackknife needs 12)
 FIDELITY_MIN_IMAGES = 12
+#: task.protocol: papers (the papers' evaluation: FID vs the test split, task.eval_models) or dpimagebench (that, and
+#: DPImageBench's beside it: dpgen/eval/dpimagebench.py)
+TASK_PROTOCOLS = ("papers", "dpimagebench")
+
+
+@dataclass
+class DPImageBenchConfig:
+    """``task.dpimagebench``: the counts of DPImageBench's protocol (task.protocol=dpimagebench), theirs by default;
+    smaller ones run on a CPU, and the run's summary says which are below theirs."""
+
+    #: synthetic images for every metric of the protocol (theirs: 60,000; 1 / 12 of them validate the ResNet)
+    n_synthetic: int = 60000
+    #: private training records FID and precision / recall compare with (null: all of them, theirs; fewer: a seeded
+    #: subset)
+    fid_real: Optional[int] = None
+    #: the ResNet's training epochs (theirs: 50)
+    epochs: int = 50
+    #: the ResNet's depth, 6 m + 2 (theirs: 110)
+    depth: int = 110
+
+    def __post_init__(self) -> None:
+        for key in ("n_synthetic", "epochs", "depth"):  # getattr: one check over the fields it names
+            check_positive_int(getattr(self, key), f"task.dpimagebench.{key}")
+        for key in ("n_synthetic", "fid_real"):
+            v = getattr(self, key)  # as above
+            if v is not None and int(v) < FIDELITY_MIN_IMAGES:
+                raise ConfigError(f"task.dpimagebench.{key}={v}: FID and precision / recall need at least "
+                                  f"{FIDELITY_MIN_IMAGES} images a side; use task.dpimagebench.{key}>="
+                                  f"{FIDELITY_MIN_IMAGES} (theirs: {'60000' if key == 'n_synthetic' else 'null, all'})")
+        if (self.depth - 2) % 6 or self.depth < 8:
+            raise ConfigError(f"task.dpimagebench.depth={self.depth}: the ResNet's depth is 6 m + 2 with m >= 1 "
+                              "(8, 14, 20, ..., 110; theirs: 110)")
 
 
 @dataclass
@@ -296,7 +341,8 @@ class GenerationTaskConfig(TaskConfig):
     name: str = "generation"
     #: synthetic samples for the downstream classifiers (null: min(60,000, 10 x N); the papers use 60,000)
     n_synthetic: Optional[int] = None
-    #: downstream classifiers: logreg, mlp, cnn
+    #: downstream classifiers: logreg, mlp, cnn (the papers'), resnet (DPImageBench's ResNet-110 and its own recipe,
+    #: for task.eval_max_epochs epochs; dpgen/eval/dpimagebench.py)
     eval_models: List[str] = field(default_factory=lambda: ["logreg", "mlp"])
     eval_max_epochs: int = 30
     #: LogReg's fit: fused (scikit-learn's objective and L-BFGS call, the loss and gradient in fused float32
@@ -315,12 +361,20 @@ class GenerationTaskConfig(TaskConfig):
     fid_samples: Optional[int] = None
     #: real test images they are compared with (null: the protocol's; a seeded subset when fewer than the split)
     fid_real: Optional[int] = None
+    #: the evaluation protocol: papers (the keys above only) or dpimagebench (the papers' evaluation, then
+    #: DPImageBench's beside it in metrics.json's ``dpimagebench``: FID and precision / recall against the PRIVATE
+    #: training split, listed under the privacy report's not_covered, and their ResNet with the epoch kept on
+    #: synthetic validation; dpgen/eval/dpimagebench.py, docs/FIDELITY.md)
+    protocol: str = "papers"
+    #: the dpimagebench protocol's counts (:class:`DPImageBenchConfig`; theirs by default)
+    dpimagebench: DPImageBenchConfig = field(default_factory=DPImageBenchConfig)
 
     def __post_init__(self) -> None:
+        _choice(self.protocol, "task.protocol", TASK_PROTOCOLS)
         if self.n_synthetic is not None:
             check_positive_int(self.n_synthetic, "task.n_synthetic")
         for m in self.eval_models:
-            _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn"))
+            _choice(m, "task.eval_models[]", ("logreg", "mlp", "cnn", "resnet"))
         _choice(self.logreg_solver, "task.logreg_solver", LOGREG_SOLVERS)
         if self.fid not in (True, False, "auto"):
             raise ValueError(f"task.fid={self.fid!r}: use true, false or auto (auto: FID when the Inception weights "
@@ -580,6 +634,8 @@ def register_configs() -> None:
 
     # ${dpgen.basename:${hydra.sweep.dir}}: SLURM job names after the sweep's folder
     OmegaConf.register_new_resolver("dpgen.basename", basename, replace=True)
+    # privacy.delta=${dpgen.delta_n_ln_n:${dataset.n_train}}: DPImageBench's delta for the declared n
+    OmegaConf.register_new_resolver("dpgen.delta_n_ln_n", lambda n: delta_n_ln_n(int(n)), replace=True)
 
     cs = ConfigStore.instance()
     from dpgen.methods.registry import method_settings

@@ -14,6 +14,8 @@ Protocol of DP-Sinkhorn (Cao et al., App. D.2), also the downstream task of DP-S
   padding 1) -> ReLU -> MaxPool(2) -> Dropout(0.5) -> Linear(n_classes) (dropout "between all
   intermediate layers"); Adam defaults. Works on 1- or 3-channel images of any size >= 8x8
   (8x8 digits -> 2x2x64 features, 28x28 MNIST -> 7x7x64, 32x32 CelebA -> 8x8x64).
+* ``resnet``: DPImageBench's ResNet-110 with its own recipe (batch 256, Adam at 0.01 stepped down, averaged weights;
+  every epoch run, the one with the best holdout accuracy kept): :mod:`dpgen.eval.dpimagebench`.
 * Early stopping (MLP, CNN): ``holdout`` (10%) of the SYNTHETIC set is held out (stratified when
   every class has >= 2 samples); after each epoch the holdout accuracy is measured, the weights
   of the best epoch are kept (ties broken by lower holdout loss), and training stops after
@@ -568,6 +570,23 @@ def _fit_torch_model(sets: _Sets, o: dict) -> Dict:
 CLASSIFIERS.register("logreg", DownstreamModel(_logreg_flops, 0.25, _fit_logreg_model, repetitions=_LOGREG_ITERS))
 CLASSIFIERS.register("mlp", DownstreamModel(_mlp_flops, 0.6, _fit_torch_model))
 CLASSIFIERS.register("cnn", DownstreamModel(_cnn_flops, 0.75, _fit_torch_model))
+
+
+def _resnet_flops(shape, n_classes, hidden):
+    from dpgen.eval.dpimagebench import resnet_flops
+
+    return resnet_flops(shape, n_classes)
+
+
+def _fit_resnet(sets: _Sets, o: dict) -> Dict:
+    """DPImageBench's ResNet-110 and its own recipe (dpgen.eval.dpimagebench: batch 256, Adam at 0.01 stepped down,
+    an averaged copy of the weights; the epoch with the best synthetic-holdout accuracy kept, no early stop)."""
+    from dpgen.eval.dpimagebench import fit_resnet
+
+    return fit_resnet(sets, o)
+
+
+CLASSIFIERS.register("resnet", DownstreamModel(_resnet_flops, 0.3, _fit_resnet))
 
 
 def flatten_results(res: Dict, prefix: str = "") -> Dict[str, float]:

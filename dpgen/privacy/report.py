@@ -4,8 +4,9 @@ A method reports its mechanism (``privacy_report()``: epsilon, the accountant, t
 adds what the run itself decides, from plain facts (:class:`RunFacts`) and never from a configuration object (this
 library imports nothing above it): how the dataset size n is treated, what the report does not cover (wall-clock
 timings, a counted n, your own data's held-out test part and the shape read from its first image, the data checks
-that refuse a file, a selection of settings on private data), the validation holdout, where the mechanism's
-randomness comes from, and the verdict when a ledger ended above its budget.
+that refuse a file, a selection of settings on private data, an evaluation protocol's statistics of the training
+records), the validation holdout, where the mechanism's randomness comes from, and the verdict when a ledger ended
+above its budget.
 
 :class:`PrivacyReport` is how every reader (tables, run summaries, the release datasheet, ``dpgen collect``) reads
 a report back: typed, with the noise multiplier and the noise std as two facts (``sigma`` meant either before
@@ -40,6 +41,13 @@ OWN_DATA_NOT_COVERED = ("the data's format, read from dataset.path={path} before
                         "the size), and the format checks that refuse a file (an unreadable image, images of several "
                         "sizes without dataset.options.size, an x that does not read as images, floats outside [0, 1]); "
                         "`python -m dpgen.data.own <path>` shows them to the data's owner outside any run")
+
+#: task.protocol=dpimagebench: DPImageBench's fidelity statistics read the private training records
+TRAIN_SPLIT_FIDELITY_NOT_COVERED = (
+    "the {protocol} protocol's FID, precision and recall (metrics.json's {protocol}: fid, precision, recall): "
+    "computed from the private TRAINING records (their Inception features, never written), as DPImageBench publishes "
+    "them; a statistic of the private set released without noise, so epsilon does not cover them. Nothing chooses a "
+    "setting or stops training on them; task.protocol=papers (or task.fid=false) does not compute them")
 
 #: what a run trained beside a validation split says (dataset.validation)
 HOLDOUT_TEXT = ("dataset.validation={f:g}: the records whose public hash (dpgen.data.holdout) falls below {f:g} are "
@@ -78,6 +86,21 @@ class RunFacts:
     selected_on_private: Optional[str] = None
     secret_randomness: bool = True
     secure_rng: bool = False
+    #: the evaluation protocol whose statistics read the private training records (task.protocol=dpimagebench:
+    #: dpgen.train.loop.Task.reads_training_records), else None
+    train_split_fidelity: Optional[str] = None
+
+
+def train_split_not_covered(report: Dict[str, Any], protocol: str) -> Dict[str, Any]:
+    """``report`` with :data:`TRAIN_SPLIT_FIDELITY_NOT_COVERED` for ``protocol`` under ``not_covered`` (once: a
+    report that states it already is returned as it is); a report without a guarantee is returned as it is."""
+    if not report.get("private"):
+        return report
+    line = TRAIN_SPLIT_FIDELITY_NOT_COVERED.format(protocol=protocol)
+    nc = report.get("not_covered")
+    if (isinstance(nc, list) and line in nc) or (isinstance(nc, str) and line in nc):
+        return report
+    return add_not_covered(report, line)
 
 
 def add_not_covered(report: Dict[str, Any], extra: str) -> Dict[str, Any]:
@@ -128,6 +151,8 @@ def run_report(report: Dict[str, Any], facts: RunFacts) -> Dict[str, Any]:
             report = add_not_covered(report, OWN_DATA_NOT_COVERED.format(path=facts.own_data))
         if facts.validation > 0:
             report = {**report, "validation_holdout": HOLDOUT_TEXT.format(f=facts.validation)}
+        if facts.train_split_fidelity:
+            report = train_split_not_covered(report, facts.train_split_fidelity)
         if facts.selected_on_private:
             report = {**add_not_covered(report, f"the choice of this run's settings: {facts.selected_on_private} "
                                                 "(charged to no ledger)"),
@@ -260,4 +285,5 @@ class PrivacyReport:
 
 __all__ = ["COUNTED_N_NOT_COVERED", "HOLDOUT_TEXT", "LEGACY_SIGMA_IS_MULTIPLIER", "LEGACY_SIGMA_IS_STD", "NOT_STATED",
            "OWN_DATA_NOT_COVERED", "OWN_TEST_NOT_COVERED", "PrivacyReport", "PrivacyReportError", "REQUIRED_PRIVATE",
-           "RunFacts", "WALL_CLOCK_NOT_COVERED", "add_not_covered", "run_report", "size_is_public", "within_budget"]
+           "RunFacts", "TRAIN_SPLIT_FIDELITY_NOT_COVERED", "WALL_CLOCK_NOT_COVERED", "add_not_covered", "run_report",
+           "size_is_public", "train_split_not_covered", "within_budget"]

@@ -7,6 +7,9 @@ training: ``samples.png`` (8 rows; with labels, column j shows class j), downstr
 trained on synthetic samples and tested on the real test split (``task.eval_models``) beside the
 class-mean baseline and the intra-class spread ratio (dpgen.eval.fidelity), FID with precision / recall / density /
 coverage (``task.fid``: auto computes them when the Inception weights are installed). The test split is read only then: nothing is selected or stopped on it.
+``task.protocol=dpimagebench`` adds DPImageBench's evaluation beside these (dpgen.eval.dpimagebench: FID and
+precision / recall against the private training split, which the privacy report lists under not_covered, and their
+ResNet with the epoch kept on synthetic validation), in metrics.json's ``dpimagebench``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ class GenerationBatch:
 @trainable
 class GenerationTask(Task):
     name = "generation"
+
+    def reads_training_records(self, cfg) -> Optional[str]:
+        # DPImageBench's FID and precision / recall are computed against the training records
+        return "dpimagebench" if cfg.task.protocol == "dpimagebench" else None
 
     def setup(self, cfg, device) -> None:
         from dpgen.data.private import PrivateData
@@ -140,6 +147,12 @@ class GenerationTask(Task):
                          + ("" if real_cached else " (the real images' features once, then cached)")
                          + ("; task.fid_samples=<fewer> or task.fid=false change that" if c.protocol == "quick"
                             else "; task.fidelity=quick, task.fid_samples=<fewer> or task.fid=false change that"))
+        if cfg.task.protocol == "dpimagebench" and device.type == "cpu":
+            from dpgen.eval.dpimagebench import estimate_seconds as dib_seconds
+
+            s, what = dib_seconds(cfg.task.dpimagebench, self.shape, self.n_private, fid_enabled(cfg))
+            secs += s
+            parts.append(what)
         return secs, "; ".join(parts)
 
     def evaluate(self, cfg, models, method, device, output_dir: Path) -> Dict[str, Any]:
@@ -148,6 +161,8 @@ class GenerationTask(Task):
 
         gen = models["generator"]
         m: Dict[str, Any] = {"generator": type(gen).__name__, "generator_parameters": count_parameters(gen)}
+        if cfg.task.protocol != "papers":  # the run's privacy report (metrics.json, checkpoints) names it as not
+            m["protocol"] = cfg.task.protocol  # covered: reads_training_records
         gen = released_generator(gen, cfg.model)  # model.sharpen: what is evaluated is what a release draws
         if gen is not models["generator"]:
             m["sharpen"] = {"slope": gen.k, "at": gen.at}
@@ -172,6 +187,12 @@ class GenerationTask(Task):
         elif cfg.task.fid == "auto" and len(self.shape) == 3:
             m.update({"fid": None, "fid_missing": "task.fid=auto and the FID Inception weights are not installed "
                                                   "(make fid-weights installs them)"})
+        if cfg.task.protocol == "dpimagebench":
+            from dpgen.eval import dpimagebench
+
+            self.part_done(m, left="DPImageBench's protocol (their ResNet; FID, precision / recall vs the training split)")
+            m["dpimagebench"] = dpimagebench.evaluate(cfg, gen, self.shape, device, self.n_private, test, synthetic_set,
+                                                      self.fid_on, progress=bool(cfg.trainer.progress))
         return m
 
     def say_estimate(self, cfg, device, x_test) -> None:
@@ -236,6 +257,11 @@ class GenerationTask(Task):
             print(f"  compare with: {ds['compare_with']}")
         if "fid" in m:
             for line in fidelity_lines(m):
+                print(line)
+        if isinstance(m.get("dpimagebench"), dict):
+            from dpgen.eval.dpimagebench import summary_lines
+
+            for line in summary_lines(m["dpimagebench"]):
                 print(line)
         if "eval_seconds" in m:
             print(f"  evaluation: {m['eval_seconds']:.1f} s; {m.get('threads', '')}")

@@ -94,6 +94,11 @@ class Task:
         """This step's batch (the method samples the private records), or None to skip the step."""
         raise NotImplementedError
 
+    def reads_training_records(self, cfg) -> Optional[str]:
+        """The evaluation protocol that computes statistics of the private training records (published beside
+        the run's results, not covered by its guarantee: the privacy report says so), else None."""
+        return None
+
     def should_log(self, step: int) -> bool:
         """Extra log points besides every ``trainer.log_every`` steps (e.g. each epoch's end)."""
         return False

@@ -34,22 +34,24 @@ def _loggable(v) -> Any:
     return float(v) if isinstance(v, torch.Tensor) else v
 
 
-def privacy_block(cfg, method, n: int) -> Dict[str, Any]:
+def privacy_block(cfg, method, task) -> Dict[str, Any]:
     """The privacy report a run states, the same in ``metrics.json`` and in every checkpoint (whose record a
     release, a sweep row and a table cell read: dpgen.train.run_record): the method's report with the run's
-    facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`)."""
+    facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`), the task's evaluation
+    that reads the training records among them."""
     from dpgen.privacy.report import RunFacts, run_report
 
     ds = cfg.dataset
     facts = RunFacts(
-        n=int(n), poisson=method.sampling == "poisson",
+        n=int(task.n_private), poisson=method.sampling == "poisson",
         counted_n_from=str(ds.path) if ds.n_train_counted else None,
         validation=float(ds.validation),
         own_data=str(ds.path) if ds.path else None,
         own_test_held_out=bool(ds.path) and not own_test_split(cfg),
         selected_on_private=cfg.privacy.selected_on_private,
         secret_randomness=bool(cfg.privacy.secret_randomness),
-        secure_rng=bool(cfg.privacy.secure_rng))
+        secure_rng=bool(cfg.privacy.secure_rng),
+        train_split_fidelity=task.reads_training_records(cfg))
     return run_report(method.privacy_report(), facts)
 
 
@@ -216,7 +218,7 @@ class Run:
         return self.clock.elapsed(self.step, self.last_logs)
 
     def privacy(self) -> Dict[str, Any]:
-        return privacy_block(self.cfg, self.method, self.task.n_private)
+        return privacy_block(self.cfg, self.method, self.task)
 
     def checkpoint(self, full: bool = True) -> None:
         """The ledger, then ``checkpoints/last.pt`` with the privacy of its weights (what a release, a sweep row

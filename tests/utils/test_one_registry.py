@@ -94,7 +94,7 @@ def test_every_named_thing_of_dpgen_has_a_registry():
         assert isinstance(r, Registry) and len(r) > 0, r
     assert {"dpsinkhorn", "dpswd", "dpmerf"} <= set(REGISTRY["generation"])
     assert set(TASKS) == {"generation", "classification", "domain_adaptation", "accounting", "evaluate"}
-    assert set(CLASSIFIERS) == {"logreg", "mlp", "cnn"}
+    assert set(CLASSIFIERS) == {"logreg", "mlp", "cnn", "resnet"}
     assert {"dct", "dcgan", "merf_conv"} <= set(GENERATORS) and {"pld", "rdp", "bdp", "wdp"} <= set(ACCOUNTANTS)
 
 
