@@ -30,7 +30,6 @@ from dpgen.methods.da_base import grad_reverse
 from dpgen.methods.dann import DANN, DANNConfig, domain_loss
 from dpgen.methods.registry import DataInfo, register
 from dpgen.privacy import clipping
-from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian
 from dpgen.privacy.validation import check_positive
 from dpgen.utils.noise import gaussian
@@ -120,7 +119,6 @@ class DPDANN(DANN):
     sampling = "poisson"
 
 
-    accounting_relation = RELATIONS["poisson"]
 
     @classmethod
     def declare(cls, cfg, info, steps: int) -> SubsampledGaussian:

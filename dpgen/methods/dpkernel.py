@@ -214,7 +214,6 @@ class DPKernel(GenerativeMethod):
     private = True
     sampling = "poisson"
     publishes_loss = False  # the MMD needs the clean records: only the release's gradient leaves a step
-    accounting_relation = RELATIONS["poisson"]
 
     @staticmethod
     def sensitivity_of(cfg, batch_size: int) -> float:

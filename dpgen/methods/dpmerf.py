@@ -260,7 +260,7 @@ class DPMERF(GenerativeMethod):
         if self.n_features % 2:
             raise ValueError(f"method.n_features={self.n_features} must be even (cos and sin of D/2 frequencies)")
         if x.shape[0] != self.n_private:
-            # the loop refuses a set of another size first (dpgen.train.run.check_declared_size); the loaded
+            # the loop refuses a set of another size first (dpgen.privacy.preflight.check_declared_size); the loaded
             # size is computed from the private data, so it is not in the message
             raise ValueError(f"dpmerf was built for dataset.n_train={self.n_private} records, and the loaded set has "
                              "another size: set dataset.n_train to the number of records in the files")

@@ -213,7 +213,6 @@ class DPSGD(Method):
 
 
 
-    accounting_relation = RELATIONS["poisson"]
     #: examples a step's pairs need: 2 (wdp), 3 with bdp (its estimate needs >= 2 pairs); set by _check_accountants
     min_pair_examples = 2
 

@@ -25,7 +25,6 @@ from dpgen.methods.registry import DataInfo, register
 from dpgen.privacy.clipping import clipped_sum
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
-from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import SubsampledGaussian, accountant_for
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.noise import permutation, randint
@@ -320,7 +319,6 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                       "into the generator (backward hook on the generator output; DP-Sinkhorn Algorithm 1)")
 
 
-    accounting_relation = RELATIONS["poisson"]
     PER_RECORD_TEXT = ("per-record image gradients: each real record's gradient of the record-separable dual bound "
                        "(mean_i g_i, g = c-transform of the zero potential) with respect to the generated batch "
                        "clipped to C on its own, summed, + N(0, (C sigma)^2) per coordinate, / B, before it flows "
@@ -489,7 +487,6 @@ class DPSinkhornParamGrad(_PrivateMixin, Sinkhorn):
     sampling = "poisson"
 
 
-    accounting_relation = RELATIONS["poisson"]
 
     @classmethod
     def released(cls, cfg, n_private: int, batch_size: int) -> SubsampledGaussian:

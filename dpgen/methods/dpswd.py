@@ -52,7 +52,6 @@ from dpgen.losses.sliced import sliced_wasserstein
 from dpgen.methods.base import GenerativeMethod, ledger_for
 from dpgen.methods.registry import register
 from dpgen.privacy.clipping import clip_rows
-from dpgen.privacy.ledger import RELATIONS
 from dpgen.privacy.mechanisms import ProjectedGaussian, projected_calibration
 from dpgen.privacy.validation import check_positive, check_positive_int
 from dpgen.utils.labels import label_in_range, one_hot_or_zero
@@ -467,7 +466,6 @@ class DPSWDMethod(DPSWDAccounting):
     Settings = DPSWDConfig
     private = True
     sampling = "without_replacement"
-    accounting_relation = RELATIONS["without_replacement"]
 
     @classmethod
     def declare(cls, cfg, info, steps: int) -> ProjectedGaussian:
