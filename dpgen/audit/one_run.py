@@ -1,46 +1,17 @@
 """``make audit-run``: a whole-run privacy audit through dpgen's real training loop, with ONE run per row.
 
-The method of Steinke, Nasr & Jagielski (NeurIPS 2023, "Privacy Auditing with One (1) Training Run"),
-white-box: m canary records, each put into the private set independently with probability 1/2; one full
-training run by :func:`dpgen.train.loop.fit` (the method's own sampler, mechanism, accountant, ledger,
-checkpoints; nothing of the loop is replaced); the auditor watches what the mechanism RELEASES at every
-step (the noisy gradient that reaches the optimizer) together with public information (the parameters
-before each step, which are post-processing of earlier releases, and the generated codes), scores each
-canary, guesses "in" for the highest scores and "out" for the lowest, and the theorem
-(:mod:`dpgen.privacy.one_run_bound`) turns the correct guesses into a 95 % lower bound on the run's epsilon
-under add/remove of one canary. Each row states that bound beside the run's claimed whole-run epsilon (its
-own ledger, read from the run's report); a row whose bound exceeds its claim would be a privacy bug. The
-``noise_scale < 1`` rows run the same mechanism with less noise while the ledger still charges the full noise
-(a deliberate bug): the audit catches them when their bound exceeds the claim, and shows power at least when
-their bound rises clearly above the full-noise run's.
+The method of Steinke, Nasr & Jagielski (NeurIPS 2023, "Privacy Auditing with One (1) Training Run"), white-box: m
+canary records, each put into the private set with probability 1/2; one full run of :func:`dpgen.train.loop.fit`
+(nothing of the loop replaced); the auditor scores each canary from what the mechanism releases at every step and
+public information, guesses "in" / "out" for the highest / lowest scores, and :mod:`dpgen.privacy.one_run_bound`
+turns the correct guesses into a 95 % lower bound on the run's epsilon (add/remove of one canary). Rows: DP-SGD
+(``dpsgd``, ``dpsgd_small_batch``) and DP-Sinkhorn (``dpsinkhorn_dct``, ``dpsinkhorn_dct_per_record``), each with
+``noise_scale < 1`` controls (less noise while the ledger still charges the full noise: a deliberate bug).
 
-Canaries (designed so that each one's released signal is separable from the data and from the others):
-
-* **DP-SGD** (``dpsgd``: WDP Table 2's privacy settings: epsilon 2.2 at delta 1e-5, C = 1, batch 256,
-  10 epochs, Adam 1e-3, the ledger of privacy.accountant; on scikit-learn's digits; ``dpsgd_small_batch``: the
-  same at batch 16, about 2,150 steps at q = 0.005). Each record gets m extra input coordinates, 0 for every
-  real record; canary i is ``A e_{64+i}`` with a random label, so its gradient lives (up to the bias) in its own
-  weight column: the "Dirac canary" of the paper in input space, whose clipped gradient reaches C (A = 100). The
-  model is a logistic regression on the 64 + m inputs (DP-SGD's guarantee does not depend on the model). Score:
-  the log-likelihood ratio "in" vs "out" of the Poisson-subsampled Gaussian (:func:`score_poisson_run`), from
-  the released column i projected on the canary's own clipped gradient at the public parameters of each step,
-  at the noise level read off the release.
-* **DP-Sinkhorn, dct recipe** (``dpsinkhorn_dct``: the paper's batch clip, sigma 1.1, C 0.5, Poisson batches of
-  50, the barrier on the generator's 10 x 10 DCT coefficients, run to its epsilon-10 budget; on mnist10k's first
-  1,500 images + the included canaries so that the whole run fits minutes). Canary i is an image far from the
-  data along a random direction v_i of the released coefficient space (pixels ``A v_i`` through the fixed
-  inverse DCT); when it is in a batch it pulls the generated sample nearest to it, and the released coefficient
-  gradient of that sample points away from it. Score: the sum over steps of ``-<released gradient of the
-  nearest generated sample of the canary's label, v_i>``.
-* **DP-Sinkhorn, per-record clip** (``dpsinkhorn_dct_per_record``: the same run with ``method.clip_mode=per_sample``,
-  the mechanism of the embedded default and of experiment=dpsinkhorn_best_mnist: each record's gradient of the
-  dual bound clipped to C on its own, noise C sigma). The same canaries; the auditor computes each canary's own
-  per-record code gradient at the step's public codes (the method's ``record_code_gradients``), and scores the
-  release projected on it as for DP-SGD.
-
-What it does not cover: one run gives one draw of the guesses (the bound holds at 95 % for this draw);
-the bound is an empirical LOWER bound (far below the claim is the expected outcome: SNJ report the same
-gap for one-run audits), never a proof of privacy.
+Contract: each row states its bound beside the run's claimed whole-run epsilon, read from the run's own ledger; a
+full-noise bound above its claim is a privacy bug. The bound is an empirical LOWER bound for one draw of the
+guesses, never a proof of privacy. The canaries, the scores and the rows measured:
+docs/PRIVACY_AUDIT.md, "Whole-run audit".
 """
 
 from __future__ import annotations

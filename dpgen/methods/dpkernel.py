@@ -1,50 +1,16 @@
 """DP-Kernel (Jiang, Sun & Yu, "Functional Renyi Differential Privacy for Generative Modeling", NeurIPS 2023): a
-reference baseline beside DP-MERF, as DPImageBench (Chen et al., CCS 2025) runs it.
+reference baseline beside DP-MERF, as DPImageBench (Chen et al., CCS 2025) runs it (``conf/method/dpkernel.yaml``).
 
-The generator minimises the squared MMD between the generated batch Y (labels uniform) and the private data, in
-the class-conditional kernel
+The generator minimises the squared MMD between the generated batch (labels uniform) and the private data in a
+class-conditional sum of S Gaussian kernels (``method.bandwidths``). Each step releases the Gaussian-process
+mechanism's function f~ = f_D + tau G (tau = sigma sqrt(S) / B, Poisson batches of expected size B); the generator's
+gradient is post-processing of f~'s derivative at the generated points, sampled jointly (:func:`gradient_noise`).
 
-    k((x, c), (x', c')) = [c = c'] sum_s exp(-||x - x'||^2 / (2 s^2)),   s in ``method.bandwidths``
-
-(S bandwidths; k(z, z) = S for every record z). Each step the mechanism releases the *function*
-
-    f~ = f_D + tau G,   f_D = (1/B) sum_{i in batch} k(z_i, .),   G ~ GP(0, k),   tau = sigma sqrt(S) / B,
-
-the paper's Gaussian-process mechanism. With Poisson batches at rate q = B / n (B the expected batch, a public
-constant), adding or removing one record z moves f_D by k(z, .) / B, of RKHS norm sqrt(k(z, z)) / B = sqrt(S) / B:
-the sensitivity in the norm the GP noise is isotropic in (Cameron-Martin), so each step is the Poisson-subsampled
-Gaussian mechanism with noise multiplier sigma, composed by the ledger's accountant (privacy.accountant; what the
-paper's f-RDP results for the subsampled GP mechanism give). Anything computed from f~ at public points is
-post-processing: the generator's gradient needs grad f~(y_j) at the generated samples, which is grad f_D(y_j) +
-tau grad G(y_j), with the derivative process sampled *jointly* at the M generated points (Cov(grad G(y), grad G(y'))
-= d^2 k / dy dy'^T =
-k(y, y') [I / s^2 - r r^T / s^4], r = y - y', per bandwidth; independent across bandwidths and across classes).
-The loss L(Y) = (1/M^2) sum_jl k(y_j, y_l) - (2/M) sum_j f~(y_j) (the MMD^2 up to a term without Y) then has the
-image gradient public part - (2/M) grad f~(Y), which is back-propagated into the generator.
-
-Sampling the derivative noise exactly (:func:`gradient_noise`): for the m samples of one class, let U be the span
-of their differences y_j - y_1 (dimension r <= m - 1). On U's orthogonal complement the covariance is k_jl I / s^2
-(r^T v = 0), drawn as K^(1/2) Z / s and projected; inside U it is an (m r) x (m r) matrix, drawn through its
-eigendecomposition; the two parts are independent. Cost per class and bandwidth: one m x m and one (m r) x (m r)
-eigendecomposition, small at DPImageBench's batch of 60 (about 6 samples per class), growing as (M / classes)^6.
-
-Why dpgen's mechanism is not DPImageBench's code (models/dp_kernel.py, commit 565f8d7, read, not copied), whose
-numbers (MNIST FID 38.9, accuracy 93.6 at epsilon 10) this does NOT reproduce by design:
-
-* the noise there is drawn at the evaluation points with ``MultivariateNormal(...).sample()``, a constant for
-  autograd: the generator's gradient is the exact, noiseless MMD gradient, and the squared loss ``(MMD~^2)^2``
-  multiplies it by a noisy scalar that also holds f~ at the *private* points (not post-processing). The direction
-  of every update is computed from the clean records (the authors' own repository, dihjiang/DP-kernel mmd.py, does
-  the same). Here the noise is the GP's derivative at the generated points, so it reaches the gradient;
-* its covariance is ``K * coeff`` with coeff = sqrt(2S)/N sigma (a standard deviation used as a variance), and
-  since commit c6327e2 sigma is halved for every run; here the covariance is (sigma sqrt(S) / B)^2 K;
-* its batches are fixed-size shuffled epochs accounted as Poisson (opacus, sample rate 1 / len(loader)), normalised
-  by the realised batch size, and its generated labels are the real batch's labels (``get_gen_labels`` returns
-  them); here batches are Poisson, normalised by the expected B, and generated labels are uniform.
-
-A record with a non-finite value, or a label outside [0, num_classes), contributes nothing (its whole k(z, .) is
-0, norm 0 <= sqrt(S)): the sensitivity holds for every input and the release stays finite. The squared MMD is
-never published (it needs the clean records); the loop publishes nothing per step but the ledger.
+Contract: each step is the Poisson-subsampled Gaussian mechanism with noise multiplier sigma (RKHS sensitivity
+sqrt(S) / B), composed by the ledger's accountant; a record with a non-finite value or a label outside
+[0, num_classes) contributes nothing; the squared MMD is never published (the loop publishes only the ledger per
+step). This is not DPImageBench's code and does not reproduce its numbers, by design. The derivation, the exact noise
+sampling and the differences: docs/DPKERNEL.md.
 """
 
 from __future__ import annotations
@@ -153,8 +119,8 @@ def _psd_sample(cov: torch.Tensor, generator) -> torch.Tensor:
 
 
 def _group_noise(p: torch.Tensor, bandwidths: Sequence[float], generator) -> torch.Tensor:
-    """grad G at the m rows of ``p`` (one class), G ~ GP(0, sum_s k_s): the module text's exact construction, the
-    bandwidths' independent processes drawn as one batch."""
+    """grad G at the m rows of ``p`` (one class), G ~ GP(0, sum_s k_s): the exact construction of docs/DPKERNEL.md,
+    the bandwidths' independent processes drawn as one batch."""
     m, d = p.shape
     if m - 1 >= d:
         q = torch.eye(d, dtype=p.dtype, device=p.device)

@@ -1,49 +1,16 @@
 """DP-SGD (Abadi et al. 2016) for classifiers, with the WDP paper's three accountants side by side.
 
-The mechanism (one step, Poisson sampling at rate ``q = B / N``):
+One step, Poisson sampling at rate q = B / N: per-example gradients of the cross-entropy, each clipped to l2 norm
+<= C and summed (``method.per_sample``: ``ghost``, opacus' fast gradient clipping, or ``func``, torch.func; both give
+the same sum), plus N(0, (sigma C)^2 I), divided by the expected batch size q N. Besides the ledger
+(``privacy.accountant``), ``method.accountants`` runs the moments, Bayesian (``bdp``) and Wasserstein (``wdp``)
+accountants on the same training, the last two fed with distances between clipped gradients of ``pair_examples``
+examples per step.
 
-1. per-example gradients ``g_i`` of the cross-entropy,
-2. each clipped to l2 norm ``<= C``: ``g_i * min(1, C / ||g_i||)``, and summed. ``method.per_sample=ghost``
-   (default): opacus' fast gradient clipping gets the norms without materialising every ``g_i``
-   (:class:`dpgen.privacy.per_sample.GhostClippedSum`, two backward passes); ``func``: ``torch.func``
-   (``vmap(grad(.))`` over the examples, in chunks of ``chunk_size``, :func:`per_sample_gradients`),
-   then :func:`dpgen.privacy.clipping.clipped_sum`. A test checks both give the same sum. Each clip scales to
-   ``C (1 - 1e-5)`` in float64 and the sum accumulates in float64 (``dpgen.privacy.clipping``: float32 rounding
-   never lets one example move the sum by more than C, at any batch size). An example with non-finite values
-   or a label outside [0, classes) contributes 0 (``dpgen.utils.labels``; no exception, no host read);
-3. the sum plus Gaussian noise ``N(0, (sigma C)^2 I)`` (added in float64, then rounded to the parameters'
-   dtype), divided by the expected batch size ``q N`` (the estimator opacus uses for Poisson batches); the
-   optimizer steps on it.
-
-The accountants (``accountants=``), all fed from the same training:
-
-* the ledger: ``privacy.accountant`` (default ``auto``: dp-accounting's PLD, the tightest valid accountant for
-  the Poisson-subsampled Gaussian; the WDP presets pin ``moments``, the WDP paper's DP column), DP at
-  ``privacy.delta`` (1e-5): the noise is calibrated against it and the run stops before it would exceed
-  ``privacy.epsilon``. Always on.
-* ``moments`` -- the moments accountant (``dpgen.privacy.accountants.MomentsAccountant``), DP at
-  ``privacy.delta``; ``rdp`` / ``opacus_rdp`` / ``pld`` can be added as extra DP ledgers (autodp / opacus /
-  dp-accounting).
-* ``bdp`` -- the Bayesian accountant (``dpgen.privacy.bayesian.BayesianAccountant``, Triastcyn & Faltings
-  2020) at ``bdp_delta`` (1e-10), Hoelder correction ``T`` = the run's planned steps.
-* ``wdp`` -- the Wasserstein accountant (``dpgen.privacy.wdp.WassersteinAccountant``, Theorems 2-3) at
-  ``wdp_delta`` (1e-10), order ``wdp_order`` (16) and ``beta`` = ``wdp_beta`` (32), the defaults of the
-  WDP authors' code.
-
-**Which gradient pairs, how many.** Both data-dependent accountants need distances ``||g - g'||`` of pairs
-of gradients of two different examples, i.e. of the two neighbouring datasets' contributions. Each step
-``pair_examples = k`` examples of the batch are drawn at random (by the mechanism's RNG) and all their
-``k (k - 1) / 2`` pairs are used (``k = 8`` -> 28 pairs per step, as many as the WDP authors' code uses).
-The gradients are the *clipped* per-example gradients the mechanism actually sums (so every distance is
-``<= 2 C``): the ``func`` path has them already, the ``ghost`` path computes them for the ``k`` examples
-alone (``torch.func``, the same gradients to float round-off); the extra cost is one ``torch.pdist`` of ``k`` vectors
-plus the accountants' own arithmetic (``num_pairs`` numbers per step), measured per step and reported in
-the run's ``metrics.json`` (``timing_ms_per_step``). Using pairs from one batch (instead of independent
-pairs from the data distribution) follows Triastcyn & Faltings' own implementation. A step whose Poisson
-batch holds fewer than 2 examples is accounted with the worst case ``d = 2 C`` for every pair.
-
-Caveat (as in the BDP/WDP papers): the BDP and WDP budgets are computed from the private gradients and
-are not themselves released privately; the DP budget (the ledger's accountant) is data-independent.
+Contract: an example's contribution to the sum moves it by at most C (float64 clip and sum), and an example with
+non-finite values or an out-of-range label contributes 0; the ledger's accountant is data-independent and stops the
+run before ``privacy.epsilon``; the BDP and WDP budgets are computed from the private gradients and are not released
+privately. The mechanism, each accountant, which gradient pairs: docs/PAPERS.md, "DP-SGD classification".
 """
 
 from __future__ import annotations

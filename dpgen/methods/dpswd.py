@@ -1,43 +1,16 @@
 """DP-SWD (dp-swd.txt, Algorithm 1) and the non-private SWD, as generative-modelling methods.
 
-Compared distribution. Each record is flattened and, with labels, combined with its label as
-``label_mode`` says; generated samples get the same treatment with their labels, so matching the
-joint distribution of (image, label) makes the class-conditional generator's samples carry the
-right labels and train downstream classifiers.
+Each record is flattened and combined with its label (``label_mode``: ``concat``, the paper's, or ``tensor``,
+x (outer) one_hot(y), dpgen's default); generated samples get the same treatment, so the class-conditional
+generator learns the joint distribution of (image, label). Each step draws a uniformly random subset of B rows,
+fresh directions (``bound=frame``: stacked orthonormal blocks; the other bounds: i.i.d. as Algorithm 1) and adds
+noise of std sigma = noise_multiplier * sqrt(w) (:mod:`dpgen.privacy.projection`) to every projected private (and
+generated) sample; one accountant step, sampling without replacement at q = B / N.
 
-* ``concat`` (the paper's reading): the row is [x, label_weight * one_hot(y)] (label_weight default
-  0.5 sqrt(d): as heavy as a half-lit [0, 1] image).
-* ``tensor`` (dpgen's addition): the row is x (outer) one_hot(y), in dimension d x C: the pixels sit
-  in the block of their class and zeros elsewhere, so ||row|| = ||x|| (the row bound spends no norm
-  on the label) and the projected mean of each block is p_c times the mean of class c. Under heavy
-  noise the smoothed SWD matches mainly first moments (the noise enters them linearly): with
-  ``concat`` that is the marginal mean only, with ``tensor`` every class mean -- which is what a
-  downstream classifier needs. This is what lets the embedded default learn at epsilon 10 with
-  rigorously bounded rows.
-
-Directions. ``bound=frame`` draws the k directions as stacked random orthonormal blocks
-(``method.directions``: ``structured``, dpgen's default, random signs and orthonormal Hartley transforms,
-O(d log d) per row, :class:`dpgen.privacy.projection.StructuredFrame`; or ``haar``, dense Haar blocks,
-:func:`dpgen.privacy.projection.orthogonal_directions`): each block is exactly orthonormal, so the
-sensitivity is exactly sqrt(ceil(k / d)) -- no delta spent on a probabilistic bound, and no
-Bernstein slack. The other bounds use i.i.d. directions as Algorithm 1.
-
-Row bound. Lemma 2 assumes neighbouring datasets differ in one row by at most 1 in l2 norm: we
-make every private row satisfy ||x|| <= 1/2 (so any two rows are within 1). ``row_bound=clip``
-(default) rescales each row with norm > 1/2 to norm 1/2 (x * min(1, 0.5 / ||x||)); ``scale``
-divides every row by a data-independent constant 2 * max_norm (max_norm = the largest norm the
-domain allows, e.g. sqrt(d + label_weight^2) for [0, 1] pixels), then clips as ``clip`` does, so
-the bound holds by construction for data outside [0, 1] and after centering too (the clip is a
-no-op on rows the constant already bounds). Both are applied identically to generated samples,
-and neither uses other records, so neighbouring datasets stay neighbours.
-``none`` leaves rows unbounded, as the paper's experiments apparently did (it states no bound):
-for reproduction only -- the run's metrics then say the guarantee does not hold.
-
-Privacy. sigma = noise_multiplier * sqrt(w(k, delta_bound)) from the privacy core (Bernstein or
-CLT bound, Eq. 6 + Prop. 2 split by default), calibrated for the run's steps at rate q = B / N
-with sampling without replacement (each step draws a uniformly random subset of B rows, exactly
-the mechanism autodp's accountant analyses). Each step: fresh U, noise on every projected private
-sample (and, as Algorithm 1, on the generated ones), one accountant step.
+Contract: every private row is bounded to ||x|| <= 1/2 (``row_bound=clip`` or ``scale``) without using other
+records, as Lemma 2 needs; ``row_bound=none`` (reproduction only) and approximate bounds make the run's metrics say
+the guarantee does not hold. The compared rows, the directions, the row bound, the calibration and dpgen's default
+against the paper presets: docs/DPSWD.md, "The method".
 """
 
 from __future__ import annotations

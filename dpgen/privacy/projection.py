@@ -1,46 +1,16 @@
-"""DP-SWD: sensitivity of random direction projections and its Gaussian mechanism.
+"""DP-SWD: sensitivity of random direction projections and its Gaussian mechanism (Rakotomamonjy & Ralaivola,
+"Differentially Private Sliced Wasserstein Distance", ICML 2021, sections 2-3 and appendix 8.1-8.3).
 
-Rakotomamonjy & Ralaivola, "Differentially Private Sliced Wasserstein Distance" (ICML 2021),
-sections 2-3 and appendix 8.1-8.3.
+For X, X' differing in one row by at most 1 in l2 norm and k directions U, the squared sensitivity of X U is a sum
+of k Beta(1/2, (d-1)/2) variables; this module bounds it (Bernstein, Lemma 2 / Eq. 6; Chernoff; CLT, an
+approximation; ``frame``: stacked orthonormal blocks, exactly ceil(k / d)), draws the directions, and calibrates the
+noise std sigma = noise_multiplier * sqrt(w) under two conventions (``paper_text``: Eq. 6 and Proposition 2 as
+written; ``authors_code``: what reproduces the published Table 4).
 
-Setting. ``X`` (n x d) and ``X'`` differ in one row ``i`` with ``||X_i - X'_i||_2 <= 1``; ``U``
-(d x k) has k independent columns uniform on the sphere S^{d-1}. The mechanism is
-``M(X) = X U + V`` with ``V`` i.i.d. N(0, sigma^2). Its squared sensitivity
-``H = ||X U - X' U||_F^2 = ||z^T U||^2`` (z = X_i - X'_i) is random through U:
-
-* Lemma 1: for a unit z, ``(z^T u)^2 ~ Beta(1/2, (d-1)/2)`` (mean 1/d, variance
-  ``v_d = 2 (d-1) / (d^2 (d+2))``), so H is a sum of k i.i.d. such Beta variables;
-* Lemma 2 / Eq. 6 (Bernstein): with probability >= 1 - delta,
-  ``H <= w(k, delta) = k/d + (2/3) ln(1/delta) + sqrt(2 k v_d ln(1/delta))``
-  ``     = k/d + (2/3) ln(1/delta) + (2/d) sqrt(k (d-1)/(d+2) ln(1/delta))``;
-* section 3.1 / appendix 8.3 (CLT, k > 30): ``H <= k/d + z_{1-delta} sqrt(k v_d)``
-  (an approximation, not a bound);
-* Proposition 2: with probability 1 - delta/2 over U the sensitivity is <= sqrt(w(k, delta/2)),
-  and the Gaussian mechanism is then (alpha, alpha w / (2 sigma^2))-RDP, whence
-  ``(alpha w(k, delta/2) / (2 sigma^2) + log(2/delta) / (alpha - 1), delta)``-DP.
-
-Everything here bounds the *squared* sensitivity w; the L2 sensitivity is sqrt(w) and the noise
-std is ``sigma = noise_multiplier * sqrt(w)``.
-
-k > d is allowed (the Bernstein and CLT bounds only need the k directions to be i.i.d.; the
-directions are then linearly dependent, which the paper's VisDA and Office settings do).
-
-Conventions (``convention=``):
-
-* ``"paper_text"``: Eq. 6 and Proposition 2 as written: Bernstein term sqrt(2 k v_d ln(1/delta)),
-  the bound evaluated at ``delta * delta_split`` and the RDP -> DP conversion at
-  ``delta * (1 - delta_split)`` (delta_split = 1/2: Prop. 2), epochs -> steps as
-  ``dpgen.privacy.calibration.steps_for_epochs`` (ceil(N / B) steps per epoch).
-* ``"authors_code"``: what reproduces the published Table 4 (the authors' public script
-  ``da_dp_analysis.py`` of github.com/arakotom/dp_swd, read for its conventions only):
-  the variance term is ``v_est = k v_d`` and the square root is ``sqrt(2 k v_est ln(1/delta))``,
-  i.e. k counted twice; the bound at delta/2 but the RDP -> DP conversion at delta (the "bug"
-  their later commit corrects: their published sigmas reach (10, 1.5 delta), not (10, delta));
-  ``N // B + 1`` steps per epoch; autodp's ``anaRDPacct.compose_subsampled_mechanism`` (sampling
-  without replacement, Wang et al. 2019) with ``get_eps``. See ``dpgen.tables.dpswd_noise``.
-
-Caveat (both conventions, as in the paper): each training step draws a fresh U, and the
-high-probability sensitivity bound is applied per step without a union bound over the T steps.
+Contract: every bound is of the *squared* sensitivity w; callers must bound each private row (any two within 1 in
+l2 norm) before projecting; the probabilistic bounds hold per step, without a union bound over the T steps (the
+method adds it). Bad parameters raise :class:`PrivacyParameterError` naming them. The lemmas, both conventions and
+the caveat: docs/DPSWD.md, "The sensitivity of random projections".
 """
 
 from __future__ import annotations

@@ -1,63 +1,15 @@
 """Tables as configuration: ``dpgen table <name> [--scale smoke|cpu|paper]``.
 
-A table is one YAML, ``conf/table/<name>.yaml`` (or any path), and an extraction function: its cells (a row's
-preset, overrides and name), its seeds, the overrides every run gets, per-scale settings, its columns, title
-and notes, and ``extract``, the dotted name of a function ``(result, cell) -> row`` (default
-:func:`downstream_row`: accuracies, class-mean baseline, epsilon). This module runs every cell through the one
-grid runner (:func:`dpgen.tables.grid.run_cells`: a finished run is read, an interrupted one resumes with its
-ledger) and writes ``outputs/tables/<name>.{csv,md}``. A new table is its YAML, plus its extraction when the
-default one does not fit: ``docs/EXTENDING.md`` "A table".
+A table is one YAML, ``conf/table/<name>.yaml`` (or any path), and an extraction function ``(result, cell) -> row``
+named by its ``extract`` (default :func:`downstream_row`: accuracies, class-mean baseline, epsilon). This module runs
+every cell through the one grid runner (:func:`dpgen.tables.grid.run_cells`: a finished run is read, an interrupted
+one resumes with its ledger) and writes ``outputs/tables/<name>.{csv,md}``; a computed table has no cells and names
+a ``compute`` function that makes its rows (run on one torch thread), its runs resumed or read back through the loop.
 
-    table: eps_sweep                       # the output's name (default: the file's)
-    title: DP-SWD on digits at two budgets
-    common: [method=dpswd, task.eval_models=[logreg]]
-    seeds: [0, 1]
-    cells:
-      - {name: epsilon 3, overrides: [privacy.epsilon=3]}
-      - {name: epsilon 10, preset: null, overrides: [privacy.epsilon=10]}
-    scales:                                # added to `common`; `seeds` / `runs` / `datasets` / `generations`
-      smoke: {overrides: [trainer.epochs=null, trainer.steps=20], seeds: [0]}     # here replace the table's
-    columns: [cell, runs, logreg, logreg_std, class_mean, epsilon_spent, noise_multiplier, noise_std, status]
-
-A paper table uses more keys (``conf/table/dpsinkhorn_table1.yaml`` has them all):
-
-* ``datasets`` (a row per cell and dataset; ``{dataset}`` and ``{alias}`` in a cell's fields are filled,
-  ``aliases:`` maps a dataset to its presets' short name; a cell whose templated preset a dataset has not is
-  left out) and ``dataset_choices`` (what ``--datasets`` may name);
-* ``generations: G``: each run's generator evaluated on G synthetic sets, the papers' "5 runs of generation"
-  (:func:`dpgen.tables.grid.evaluate_run`, each generation kept as it finishes);
-* ``paper: {table, prefix, columns, verdicts}`` and a cell's ``paper: {<column>: <value>}``: the paper's row of
-  ``paper-tables/<table>.csv`` the cell compares with; ``<k>_paper`` and, for ``verdicts``, ``<k>_verdict``
-  columns (:func:`dpgen.utils.paper.verdict`); a cell's ``row:`` adds fixed columns (its setting);
-* ``run_folder`` (``{table}/{tag}/{cell}`` by default: ``tag`` is the scale and any ``--set``), ``seed_folders``,
-  ``set_seed``, ``name_column`` (the column holding the cell's name, default ``cell``), ``figure: {metrics,
-  label}`` (ours beside the paper's, ``outputs/figures/<table>.png``), ``figures: [module.function]`` (a table's
-  own pictures, ``fn(spec, rows, cells, results)``);
-* ``fills: {name: {dataset: value}}`` (more per-dataset names for the templates, e.g. the paper's row name), a
-  cell's ``group`` (cells of one group make one row: WDP Table 2's non-private and private runs), ``key`` (a short
-  name for ``--rows``) and ``optional: true`` (run only when ``--rows`` names it);
-* per scale: ``runs`` or ``seeds``, ``datasets``, ``generations``, ``rows`` (the cells that scale runs) and
-  ``dataset_overrides: {dataset: [overrides]}``; ``copy_per_scale`` also writes ``<table>_<scale>``;
-  ``notes_file`` adds ``dpgen/tables/notes/<name>.md``.
-
-The scale's ``method.<key>`` overrides (and ``--set``'s) reach a cell only when its method has that key.
-
-A computed table (the entropic-LDP figures, ``conf/table/ldp_*.yaml``) has no cells: its code makes the rows, its
-YAML holds the rest. ``compute``: the dotted name of ``fn(settings, *, run_root, data_root, seed, progress,
-dataset, select) -> (rows, pictures)``, run on one torch thread (the machines are shared); ``settings`` is the
-scale's entry of ``scales:`` as written (the function's own sizes: steps, noise levels, ...), ``run_root`` the
-folder of its run folders (``outputs/runs/<table>[_<dataset>]/<scale>/``). ``notes_from``: ``fn(rows, settings,
-scale, dataset) -> [notes]``; ``plots: {<figure>: fn(rows, pictures, settings, dataset)}``: its figures
-(``outputs/figures/<figure>[_<dataset>].png``). ``datasets`` / ``dataset_choices``: one table per dataset; a
-dataset other than the YAML's first writes ``<table>_<dataset>`` files and run folders. ``split_runs: true``: its
-runs can be shared by processes (:class:`RunSelection`): ``--rows PATTERN ...`` (or ``--only``) trains only the run
-folders these shell patterns name (the others are read back when finished, else named as missing in a note),
-``--collect-only`` trains none. Its runs resume or are read back through the loop (``--reuse`` changes nothing);
-``--seeds S`` gives its one seed (default 0; ``--seed S`` is accepted; S other than 0 adds ``_seed<S>`` to
-the run folders', table's and figure's names); ``--datasets`` (or ``--dataset``) picks the
-dataset; ``--no-progress`` turns off its runs' progress bars (a grid table's runs never show them); ``--set
-key=value`` replaces one of the scale's settings (the files and run folders then carry ``_<key><value>``);
-``--generations`` does not apply. The table's Markdown ends with the wall time; the run prints it.
+Contract: every training run goes through the one loop (its run folder, ledger and resume); the scale's
+``method.<key>`` overrides (and ``--set``'s) reach a cell only when its method has that key. A new table is its
+YAML, plus its extraction when the default does not fit: docs/EXTENDING.md, "A table". Every key (a paper table's,
+a computed table's) and the command-line options: docs/PAPERS.md, "The table YAML, key by key".
 """
 
 from __future__ import annotations
@@ -441,8 +393,8 @@ def with_settings(spec, extra: Sequence[str]) -> Dict[str, Any]:
 def run_computed(spec, data_root: Optional[str] = None, collect_only: bool = False, *,
                  datasets: Optional[Sequence[str]] = None, rows: Optional[Sequence[str]] = None,
                  seeds: Optional[Sequence[int]] = None, progress: bool = True) -> List[Dict[str, Any]]:
-    """A computed table (``compute:``, see the module's docstring), once per dataset (none: once); ``rows``: the
-    shell patterns of the run folders this process trains, ``collect_only``: none. Returns every dataset's rows."""
+    """A computed table (``compute:``, docs/PAPERS.md, "A computed table"), once per dataset (none: once); ``rows``:
+    the shell patterns of the run folders this process trains, ``collect_only``: none. Returns every dataset's rows."""
     table = spec["table"]
     if (rows or collect_only) and not spec.get("split_runs"):
         raise ValueError(f"table {table} cannot split its runs over processes (its YAML has no `split_runs: "

@@ -1,46 +1,15 @@
 """The one training loop: ``fit(cfg, task, output_dir)`` for every task and every method.
 
-A *task* (``dpgen.tasks``: generation, classification, domain_adaptation) says what the data are,
-which networks are trained, how a step's batch is built, how the result is evaluated and what is
-summarised (:class:`Task`). A *method* (``dpgen.methods``) implements one contract
-(:class:`dpgen.methods.base.Method`): ``sample_batch`` (the sampling its accountant assumes),
-``step(models, batch)`` (sets the gradients, the privacy mechanism inside; returns what it may
-publish), ``account()`` and its ledger. The loop is batch, step, optimizer, EMA, account, then
-:meth:`dpgen.train.run.Run.after_step`; the :class:`~dpgen.train.run.Run` it drives holds the folder
-(:class:`~dpgen.train.run_folder.RunFolder`), the training state (:class:`~dpgen.train.state.TrainingState`)
-and the clock. Together they guarantee:
+A task (:class:`Task`) says what the data are, which networks train, how a step's batch is built and how the result
+is evaluated; a method implements :class:`dpgen.methods.base.Method` (``sample_batch``, ``step``, ``account``, its
+ledger). :func:`fit` builds a :class:`dpgen.train.run.Run` (its :class:`~dpgen.train.run_folder.RunFolder`, its
+:class:`~dpgen.train.state.TrainingState`, the checks before step 0 of :mod:`dpgen.privacy.preflight`) and
+:func:`train` runs batch, step, optimizer, EMA, ``method.account()``, then :meth:`~dpgen.train.run.Run.after_step`.
 
-* ``trainer.device=auto`` (CUDA when present), ``seed`` for models and public randomness; the
-  mechanism's randomness (which records a batch holds, directions, noise) from OS entropy unless
-  ``privacy.secret_randomness=false`` (:func:`dpgen.train.state.mechanism_generators`);
-* the budget: a private method's ledger knows how many steps its (epsilon, delta) allows; the run
-  stops before a step that would exceed it, counting the steps its ledger already holds, and
-  records why it stopped (``stop_reason``);
-* a non-finite step stops the run with the step number: the test reads a released quantity (the
-  published loss, else the released gradient), kept on the device and read before the next log
-  line or checkpoint (no host sync per step); every step that ran is charged in the ledger file
-  and the last good checkpoint is kept;
-* ``trainer.ema``: an average of the trained networks, evaluated instead of the last iterate
-  (post-processing of the released iterates: no privacy cost);
-* publication (:mod:`dpgen.train.publication`): the ledger is on disk before a line reaches
-  ``metrics.jsonl`` or the csv / tensorboard / wandb logger, and before each checkpoint; a method
-  whose loss is computed from clean private records publishes none;
-* a checkpoint at step 0 (every task; after a release made before training), then every
-  ``trainer.checkpoint_every`` steps and at the end, atomic: the networks, the
-  optimizer, the EMA, the method (its ledger), RNG states, the privacy settings the ledger was spent
-  under; ``resume=true|auto`` continues with the checkpoint's noise and refuses changed privacy
-  settings, naming them; ``resume=true|auto`` without a checkpoint continues the ledger file of an
-  attempt that died before its first checkpoint (its published steps stay charged); a fresh start
-  removes what an earlier run published in the folder with its ledger; a resume that trains again
-  removes the earlier sitting's final results (``metrics.json``, ...: dpgen.train.run_record) before its
-  first step, and a finished run resumed without more steps is left as it is (no second evaluation);
-* every checkpoint holds the privacy report of its weights (``privacy``), which a release states;
-* SIGINT (Ctrl-C), SIGTERM and SLURM's SIGUSR2 end the current step, write a checkpoint with its
-  ledger and exit (dpgen.train.signals): no step is charged that the checkpoint does not hold;
-* values read from the device only at log and checkpoint steps.
-
-The run folder, whoever calls ``fit`` (``run.py``, a table driver, a figure): ``config.yaml``, ``metrics.jsonl``,
-``metrics.json`` (the task's evaluation + the common fields below), ``checkpoints/``.
+Contract: every step that ran is charged in the ledger before anything from it is published; the run stops before a
+step its budget does not allow, at the first non-finite released value (read at log and checkpoint steps only) and
+on SIGINT / SIGTERM / SIGUSR2 after the step's checkpoint. A task's ``setup`` must set the declared ``n_private``
+and ``data``. The parts and each guarantee: docs/TRAINING.md, "What the loop guarantees".
 """
 
 from __future__ import annotations
