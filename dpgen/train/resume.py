@@ -106,7 +106,7 @@ def check_resume_settings(saved: Dict[str, Any], current: Dict[str, Any]) -> Non
     """Refuse to continue a ledger under other privacy settings (it was spent under ``saved``, of the current
     format: a key added later was filled with the value that reproduces what dpgen did before it when the file
     was loaded, :mod:`dpgen.train.migrations`)."""
-    saved, current = normalise_settings(saved), normalise_settings(current)
+    saved, current = (normalise_settings(flat) for flat in (saved, current))
     changed = [k for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
     if changed:
         what = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in changed)
