@@ -18,12 +18,19 @@ public proxy, never on the sensitive data's test split. Training reads only the 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's dpgen, installed or not
+
+#: the data sets a restorer may learn on: the public proxies (never a sensitive set: its training split would leave
+#: the run through the restorer's weights)
+PUBLIC = ("usps", "digits")
 
 
 class Restorer(nn.Module):
@@ -58,6 +65,9 @@ def train(args) -> None:
     from dpgen.data import as_tensors, load_split
     from dpgen.utils.dct import lowpass
 
+    if args.dataset not in PUBLIC:
+        raise SystemExit(f"--dataset {args.dataset}: a restorer learns on a public proxy only ({', '.join(PUBLIC)}); "
+                         "learning it on sensitive records would publish them through its weights")
     torch.manual_seed(args.seed)
     cfg = compose_config([f"dataset={args.dataset}"])
     x, _ = as_tensors(load_split(cfg.dataset, "train"))  # the PUBLIC set's training split only

@@ -5,6 +5,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +23,16 @@ def test_the_blur_keeps_flat_images_and_mass_and_the_restorer_stays_in_range():
     assert abs(float(b.sum()) - 1.0) < 1e-5 and float(b.max()) < 0.2 and pr._blur(dot, 0.0) is dot
     y = pr.Restorer(8, 3)(torch.rand(4, 1, 12, 12))
     assert y.shape == (4, 1, 12, 12) and 0 <= float(y.min()) and float(y.max()) <= 1
+
+
+def test_a_sensitive_dataset_is_refused_before_anything_is_read(tmp_path):
+    import public_restorer as pr
+
+    args = SimpleNamespace(dataset="mnist", band=10, blur=0.0, size=0, inner=0, epochs=1, batch=64, lr=1e-3,
+                           width=8, depth=3, seed=0, out=str(tmp_path / "r.pt"))
+    with pytest.raises(SystemExit, match="--dataset mnist: a restorer learns on a public proxy only"):
+        pr.train(args)
+    assert not (tmp_path / "r.pt").exists()
 
 
 def test_training_reads_the_public_training_split_and_records_what_it_learnt(tmp_path, monkeypatch):
