@@ -228,8 +228,9 @@ def make_ledger(mechanism: Mechanism, *, epsilon: float, delta: float, steps: in
     if isinstance(mechanism, OneShotGaussian):
         return _one_shot_ledger(mechanism, float(epsilon), float(delta), rel_tol, reason)
     if not isinstance(mechanism, SubsampledGaussian):
-        raise TypeError(f"make_ledger: {mechanism!r} is not a mechanism this library accounts "
-                        "(SubsampledGaussian or OneShotGaussian)")
+        raise TypeError(f"make_ledger: {mechanism!r} is not a mechanism a ledger keeps (SubsampledGaussian, "
+                        "OneShotGaussian or ProjectedGaussian; a LocalRelease keeps none: its noise follows from "
+                        "(epsilon, delta) in closed form, dpgen.privacy.local)")
     ledger = Ledger(epsilon=epsilon, delta=delta, sampling=mechanism.sampling, sample_rate=mechanism.sample_rate,
                     prefix=tuple(mechanism.prefix), rel_tol=rel_tol, accountant=accountant, reason=reason)
     if mechanism.noise_multiplier is None:

@@ -50,3 +50,13 @@ def test_what_cannot_be_built_is_refused():
         make_ledger(SubsampledGaussian("poisson", 0.01, None), epsilon=1.0, delta=1e-5, steps=0)
     with pytest.raises(TypeError, match="not a mechanism"):
         make_ledger("gaussian", epsilon=1.0, delta=1e-5)
+
+
+def test_a_mechanism_without_a_ledger_is_refused_naming_every_kind_a_ledger_keeps():
+    import pytest
+
+    from dpgen.privacy.mechanisms import LocalRelease, make_ledger
+
+    with pytest.raises(TypeError, match="SubsampledGaussian, OneShotGaussian or ProjectedGaussian; a LocalRelease "
+                                        "keeps none"):
+        make_ledger(LocalRelease("laplace", 1.0), epsilon=1.0, delta=1e-5)
