@@ -20,6 +20,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from dpgen.utils.registry import Registry
 
+#: the tasks that train a method: named here because methods sit below dpgen.tasks (which may not be imported from
+#: here); tests/utils/test_one_registry.py holds them equal to dpgen.tasks.TRAINABLE's entries
 TASK_NAMES = ("generation", "domain_adaptation", "classification")
 
 #: task name -> its methods (method name -> class); the first lookup imports every module of dpgen.methods, so

@@ -94,6 +94,11 @@ def test_every_named_thing_of_dpgen_has_a_registry():
         assert isinstance(r, Registry) and len(r) > 0, r
     assert {"dpsinkhorn", "dpswd", "dpmerf"} <= set(REGISTRY["generation"])
     assert set(TASKS) == {"generation", "classification", "domain_adaptation", "accounting", "evaluate"}
+    # methods sit below tasks, so the tasks that train are named once in dpgen.methods.registry: they must be the
+    # trainable task registry's, neither more nor fewer
+    from dpgen.methods.registry import TASK_NAMES
+
+    assert set(TASK_NAMES) == set(TRAINABLE)
     assert set(CLASSIFIERS) == {"logreg", "mlp", "cnn", "resnet"}
     assert {"dct", "dcgan", "merf_conv"} <= set(GENERATORS) and {"pld", "rdp", "bdp", "wdp"} <= set(ACCOUNTANTS)
 
