@@ -43,6 +43,16 @@ class LedgerState:
     #: training, after which every step is post-processing, as entropic-LDP)
     accounts_steps = True
 
+    @property
+    def accountant(self) -> Optional[Accountant]:
+        """The accountant holding the history: the ledger's when the method has one (never a copy a ledger could
+        outlive), else the one the method keeps itself (None for a non-private method)."""
+        return self.ledger.accountant if self.ledger is not None else self.__dict__.get("_own_accountant")
+
+    @accountant.setter
+    def accountant(self, value: Optional[Accountant]) -> None:
+        self.__dict__["_own_accountant"] = value
+
     def ledger_state(self) -> Dict[str, Any]:
         if self.ledger is not None:  # the accountant and the releases made before training
             return self.ledger.state_dict()
@@ -98,7 +108,6 @@ class Method(LedgerState):
     #: a local mechanism (each record privatised on its own, entropic-LDP): its guarantee does not involve the
     #: set's size n. A full-batch release (DP-MERF's mean) is not local: its sensitivity is 2 / n
     local = False
-    accountant = None
     max_steps: Optional[int] = None
     #: the Gaussian noise multiplier (noise std / sensitivity) of its release once calibrated or given; None:
     #: no Gaussian release (a non-private method) or not known before the method is built

@@ -137,7 +137,6 @@ class DPDANN(DANN):
         self.epsilon_budget = float(p.epsilon)
         # the declared release (task=accounting accounts the same value): q = B / n_target
         self.ledger = ledger_for(self.declare(cfg, DataInfo(n_target), steps), p, steps)
-        self.accountant = self.ledger.accountant
         self.noise_multiplier = self.ledger.noise_multiplier
         self.max_steps = self.ledger.max_steps()
         self.last_norms = None

@@ -210,7 +210,6 @@ class DPKernel(GenerativeMethod):
                              "given none: set trainer.steps or trainer.epochs, or give method.noise_multiplier")
         mechanism = self.declare(cfg, DataInfo(self.n_private), int(steps))
         self.ledger = ledger_for(mechanism, p, int(steps or 0))
-        self.accountant = self.ledger.accountant
         self.noise_multiplier = float(self.ledger.noise_multiplier)
         self.sample_rate = float(mechanism.sample_rate)
         self.sensitivity = float(mechanism.sensitivity)

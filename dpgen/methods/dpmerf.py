@@ -239,7 +239,6 @@ class DPMERF(GenerativeMethod):
         self.ledger = ledger_for(mechanism, p, reason=LEDGER_REASON)
         self.noise_multiplier = z = self.ledger.prefix[0]
         self.noise_std = z * self.sensitivity
-        self.accountant = self.ledger.accountant
         self.max_steps = None  # post-processing: no per-step budget
         self.freqs: Optional[torch.Tensor] = None
         self.embedding: Optional[torch.Tensor] = None

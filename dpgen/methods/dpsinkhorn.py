@@ -270,7 +270,6 @@ class _PrivateMixin:
         release = self.released(cfg, n_private, batch_size)
         sample_rate, clip = release.sample_rate, float(m.clip)
         self.ledger = ledger_for(release, p, int(steps or 0), accountant=accountant, reason=reason)
-        self.accountant = self.ledger.accountant
         self.noise_multiplier = self.ledger.noise_multiplier
         self.mechanism = mechanism(clip=float(clip), noise_multiplier=float(self.noise_multiplier),
                                    sample_rate=float(sample_rate))

@@ -387,7 +387,6 @@ class DPSWDAccounting:
         # ledger's delta is the RDP share of the split (the directions' bound takes the rest)
         mech = self.projected_mechanism(m, self.k, d, n_private, batch_size, steps, prefix)
         self.ledger = ledger_for(mech, p, steps)
-        self.accountant = self.ledger.accountant
         self.sample_rate = self.ledger.sample_rate
         self.max_steps = self.ledger.max_steps()
         self.calibration = projected_calibration(mech, self.ledger, p.delta, self.max_steps)

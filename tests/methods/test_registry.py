@@ -51,3 +51,22 @@ def test_build_gives_the_method_a_run_trains():
     m = build(cfg, DataInfo(60000, (1, 28, 28), 10), 600)
     assert m.sample_rate == pytest.approx(100 / 60000) and m.max_steps == 600
     assert DataInfo(5, (3, 4)).dim == 12 and DataInfo(5, (), dim=7).dim == 7
+
+
+def test_a_method_reads_its_ledgers_accountant_never_a_copy():
+    """``method.accountant`` is the ledger's when there is one (a copy taken at construction could outlive it), else
+    the method's own; no class attribute of a method may shadow it."""
+    from types import SimpleNamespace
+
+    from dpgen.methods.base import GenerativeMethod
+
+    class Plain(GenerativeMethod):
+        pass
+
+    m = Plain()
+    assert m.accountant is None
+    own = object()
+    m.accountant = own
+    assert m.accountant is own
+    m.ledger = SimpleNamespace(accountant="the ledger's")
+    assert m.accountant == "the ledger's"
