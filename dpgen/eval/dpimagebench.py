@@ -315,6 +315,10 @@ def inception_features(images: torch.Tensor, image_shape, device) -> np.ndarray:
     return get_extractor(device=str(device))(images, tuple(image_shape), progress=False, name="images")
 
 
+#: the salt of the per-record hash that picks a smaller task.dpimagebench.fid_real's training records
+FID_SUBSET_SALT = b"dpgen-dpimagebench-fid-real-v1"
+
+
 def seeded_rows(n_rows: int, m: int, seed: int) -> torch.Tensor:
     """``m`` of ``n_rows`` rows, a seeded subset in their order (all of them when ``m`` is not smaller)."""
     if m >= n_rows:
@@ -373,8 +377,14 @@ def evaluate(cfg, gen, shape, device, n_private: int, test, synthetic_set: Calla
         from dpgen.eval.fid import FIDUnavailable
 
         try:
-            X = PrivateData(cfg.dataset, "train", "cpu").whole()[0]  # the raw records, not a method's transform
-            X = X[seeded_rows(X.shape[0], n_real, cfg.seed)] if p.fid_real else X
+            X, y = PrivateData(cfg.dataset, "train", "cpu").whole()[:2]  # the raw records, not a method's transform
+            if p.fid_real and n_real < int(n_private):
+                # about n_real of the declared n, each record kept by its own hash position (the one split of
+                # private records: adding or removing a record changes whether it is kept, and nothing else)
+                from dpgen.data.holdout import held_out_mask
+
+                keep = held_out_mask(X, y, n_real / int(n_private), salt=FID_SUBSET_SALT)
+                X = X[torch.as_tensor(keep)]
             out.update(train_split_fidelity(x_syn, X, shape, device, seed=cfg.seed + 3))
         except FIDUnavailable as e:
             out.update({"fid": None, "fid_missing": " ".join(str(e).split())})

@@ -141,7 +141,16 @@ def test_a_tiny_run_names_its_counts_and_states_what_is_not_covered(tmp_path, mo
                         lambda x, shape, device: torch.as_tensor(x).reshape(len(x), -1).double().numpy())
     m = run_task(compose_config([*TINY, *PROTO]), tmp_path / "run")
     b = m["dpimagebench"]
-    assert m["protocol"] == "dpimagebench" and seen == {"k": 4, "n_real": 60, "n_fake": 120}
+    # fid_real=60 of digits' 1,437: the records whose own hash position falls below 60 / 1437 (the one split of
+    # private records), so about 60 and exactly those
+    from dpgen.config import compose_config as _cc
+    from dpgen.data import as_tensors, load_split
+    from dpgen.data.holdout import held_out_mask
+
+    X, y = as_tensors(load_split(_cc(["dataset=digits"]).dataset, "train"))[:2]
+    expected = int(held_out_mask(X, y, 60 / 1437, salt=dib.FID_SUBSET_SALT).sum())
+    assert m["protocol"] == "dpimagebench" and seen == {"k": 4, "n_real": expected, "n_fake": 120}
+    assert 30 <= expected <= 100
     assert (b["n_synthetic"], b["fid_real"], b["fid_generated"], b["prdc_generated"], b["nearest_k"]) == \
         (120, 60, 120, 120, 4)
     assert b["resnet"]["epochs"] == 2 and b["resnet"]["depth"] == 8 and b["resnet"]["n_fit"] + b["resnet"]["n_val"] == 120
