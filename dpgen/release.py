@@ -21,6 +21,8 @@ gives the training-time accuracy again. The samples depend on the device's rando
 release samples on the device the run trained on (``metrics.json``'s ``device``) when this machine has it,
 else on the CPU, and the datasheet says whether the set is the training-time one. A run whose guarantee
 does not hold (a non-private method, ``guarantee_holds: false``) is refused unless ``allow_non_private=true``.
+``restorer=<file.pt>``: the samples pass through a restorer learnt on a public set (dpgen.models.restorer) in place
+of the curve; the datasheet names that set ("with public data").
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 from dpgen.tasks.finished_run import ReleaseError, load_generator, read_selection, run_curve  # noqa: F401  (the release's API)
 
 USAGE = ("usage: dpgen sample <run folder> [n=<samples>] [seed=<int>] [out=<folder>] [device=cpu|cuda] "
-         "[allow_non_private=true]")
+         "[allow_non_private=true] [restorer=<file.pt>]")
 
 
 def _sha256(path: Path) -> str:
@@ -195,6 +197,23 @@ def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]
     return sheet
 
 
+def with_restorer(sheet: Dict[str, Any], restored: Dict[str, Any]) -> Dict[str, Any]:
+    """The datasheet of a release drawn through a restorer learnt on public data: the set is "with public data"."""
+    sheet = dict(sheet)
+    sheet["post_processing"] = (
+        f"a restorer learnt on the public set {restored['public_dataset']} (band {restored['band']} -> image, input "
+        f"blur up to {restored['blur']:g} px; {restored['file']}, SHA-256 {restored['sha256']}) on every sample, in "
+        "place of the run's contrast curve: post-processing of the generator and of public data, so the privacy "
+        "stated is the run's")
+    sheet["public_data"] = (f"{restored['public_dataset']} (its training split, through the restorer's weights): "
+                            "results on this set are 'with public data'")
+    sheet["restorer"] = restored
+    sheet["is_the_training_time_evaluation_set"] = False
+    sheet["fidelity_at_training_time_note"] = ("measured on the run's own samples (its contrast curve), not on this "
+                                               "restored set: evaluate it again")
+    return sheet
+
+
 def _markdown(sheet: Dict[str, Any]) -> str:
     acc = sheet["downstream_at_training_time"]["test_acc"]
     eps = sheet["epsilon_spent"]
@@ -219,6 +238,7 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("samples", f"{sheet['n']:,} of shape {tuple(sheet['shape'])}, {sheet['num_classes']} classes ({sheet['labels']})"),
         ("sampling seed / device", f"{sheet['seed']} / {sheet['device']}"),
         ("post-processing", sheet.get("post_processing") or "none"),
+        ("public data", sheet.get("public_data") or "none"),
         ("checkpoint", sheet["checkpoint"]), ("checkpoint SHA-256", sheet["checkpoint_sha256"]),
         ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",
@@ -244,9 +264,10 @@ def sampling_device(metrics: Dict[str, Any]) -> str:
 
 
 def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, device: Optional[str] = None,
-            allow_non_private: bool = False) -> Dict[str, Any]:
+            allow_non_private: bool = False, restorer=None) -> Dict[str, Any]:
     """Write the release of ``run`` (see the module doc); returns the datasheet. ``device=None``: the
-    run's own device where available (:func:`sampling_device`)."""
+    run's own device where available (:func:`sampling_device`). ``restorer``: a restorer file learnt on a public
+    set (:mod:`dpgen.models.restorer`) through which the samples pass in place of the run's contrast curve."""
     from dpgen.utils.io import atomic_write_bytes, atomic_write_text
 
     run = Path(run)
@@ -254,7 +275,23 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
         mf = run / "metrics.json"
         device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
     curve, selection = run_curve(run)
+    if restorer is not None:
+        if selection:
+            raise ReleaseError(f"restorer={restorer}: {run}'s contrast curve was chosen on its held-out records "
+                               "(selection.json) and a restorer replaces the curve: release one or the other (move "
+                               "selection.json aside to release through the restorer)")
+        curve = (0.0, 0.5)  # the band as the generator draws it: the restorer learnt band -> image
     cfg, metrics, gen, shape, k, p = load_generator(run, device, sharpen=curve)
+    restored = None
+    if restorer is not None:
+        from dpgen.models.restorer import RestoredSamples, load_restorer, run_band
+
+        try:
+            net, restored = load_restorer(restorer, str(cfg.dataset.name), shape, run_band(cfg.model, shape))
+        except ValueError as e:
+            raise ReleaseError(str(e)) from None
+        gen = RestoredSamples(gen, net)
+        restored.update(file=str(restorer), sha256=_sha256(Path(restorer)))
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
     if not covered and not allow_non_private:
         why = "a non-private method" if not p.get("private") else "its privacy report says guarantee_holds: false"
@@ -281,6 +318,8 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     sheet["run_id"] = p.get("run_id")  # the run whose checkpoint was sampled (dpgen.train.publication.RUN_FILES)
     if selection:  # the curve was chosen on held-out private records: that mechanism's epsilon is stated too
         sheet = with_selection(sheet, selection)
+    if restored:
+        sheet = with_restorer(sheet, restored)
     # task=evaluate states the privacy of a set it evaluates from the datasheet that describes that very file
     sheet["synthetic_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
     atomic_write_text(out / "datasheet.json", json.dumps(sheet, indent=2, default=str))
@@ -297,7 +336,7 @@ def main(argv: Sequence[str]) -> int:
     run, opts = args[0], {}
     for a in args[1:]:
         key, sep, value = a.partition("=")
-        if not sep or key not in ("n", "seed", "out", "device", "allow_non_private"):
+        if not sep or key not in ("n", "seed", "out", "device", "allow_non_private", "restorer"):
             print(f"dpgen: error: {a!r} is not an option of dpgen sample\n{USAGE}", file=sys.stderr)
             return 2
         opts[key] = value
@@ -305,7 +344,8 @@ def main(argv: Sequence[str]) -> int:
         sheet = release(run, n=int(opts["n"]) if "n" in opts else None,
                         seed=int(opts["seed"]) if "seed" in opts else None, out=opts.get("out"),
                         device=opts.get("device"),
-                        allow_non_private=opts.get("allow_non_private", "false").lower() in ("1", "true", "yes"))
+                        allow_non_private=opts.get("allow_non_private", "false").lower() in ("1", "true", "yes"),
+                        restorer=opts.get("restorer"))
     except (ReleaseError, ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"dpgen: error: {e}", file=sys.stderr)
         return 2

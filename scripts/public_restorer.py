@@ -8,6 +8,7 @@ CNN, input ``lowpass(x, k)``, target ``x``), then draws a run's samples without 
     python scripts/public_restorer.py train --dataset usps --band 8 --out outputs/restorer/usps8.pt
     python scripts/public_restorer.py train --dataset usps --band 10 --size 28 --inner 20 --out <...>/usps_as_mnist.pt
     python scripts/public_restorer.py apply <run folder> outputs/restorer/usps8.pt --n 7291 --out <dir>/synthetic.npz
+    dpgen sample <run folder> restorer=<...>/usps_as_mnist.pt   # a release with its datasheet (dpgen.models.restorer)
     python run.py task=evaluate task.synthetic=<dir>/synthetic.npz dataset=<the run's> task.fid_samples=2000
 
 ``--blur s`` trains on inputs blurred by a Gaussian of std s pixels before the band (a generator's samples are
@@ -28,36 +29,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's dpgen, installed or not
 
-#: the data sets a restorer may learn on: the public proxies (never a sensitive set: its training split would leave
-#: the run through the restorer's weights)
-PUBLIC = ("usps", "digits")
-
-
-class Restorer(nn.Module):
-    """x_band -> sigmoid(logit(x_band) + f(x_band)): a residual CNN of ``depth`` 3 x 3 layers of ``width`` channels."""
-
-    def __init__(self, width: int = 48, depth: int = 6) -> None:
-        super().__init__()
-        layers = [nn.Conv2d(1, width, 3, padding=1), nn.ReLU()]
-        for _ in range(depth - 2):
-            layers += [nn.Conv2d(width, width, 3, padding=1), nn.ReLU()]
-        layers.append(nn.Conv2d(width, 1, 3, padding=1))
-        self.f = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = torch.logit(x.clamp(1e-3, 1 - 1e-3))
-        return torch.sigmoid(z + self.f(x))
-
-
-def _blur(x: torch.Tensor, s: float) -> torch.Tensor:
-    if s <= 0:
-        return x
-    r = max(1, int(3 * s))
-    t = torch.arange(-r, r + 1, dtype=x.dtype)
-    g = torch.exp(-t ** 2 / (2 * s * s))
-    g = g / g.sum()
-    x = nn.functional.conv2d(nn.functional.pad(x, (r, r, 0, 0), mode="replicate"), g.view(1, 1, 1, -1))
-    return nn.functional.conv2d(nn.functional.pad(x, (0, 0, r, r), mode="replicate"), g.view(1, 1, -1, 1))
+from dpgen.models.restorer import PUBLIC_PROXIES as PUBLIC  # noqa: E402  (after the path line)
+from dpgen.models.restorer import Restorer  # noqa: E402
+from dpgen.models.restorer import blur as _blur  # noqa: E402
 
 
 def train(args) -> None:

@@ -191,3 +191,74 @@ def test_a_run_whose_config_predates_the_newer_keys_samples_as_with_their_defaul
     assert torch.equal(draw(), new)
     sheet = release.release(run, n=50, out=tmp_path / "rel", allow_non_private=True)
     assert "dataset.path" not in sheet["evaluate_again"] and "dataset=digits" in sheet["evaluate_again"]
+
+
+def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_path):
+    """``restorer=<file.pt>``: the band samples pass through a restorer learnt on a public set; the datasheet says
+    "with public data" and names the file; a restorer learnt on the run's own set, for another band or frame, or
+    on a set that is not a public proxy, is refused by name before anything is written."""
+    import torch
+
+    from dpgen.models.restorer import Restorer
+
+    code, out = run_cli("method=dpsinkhorn", *QUICK, "task.eval_models=[logreg]", "model.generator=dct",
+                        "model.dct_size=4")
+    assert code == 0, out[-2000:]
+    run = _files_line(out)
+
+    def restorer_file(name, **over):
+        torch.manual_seed(0)
+        saved = {"state": Restorer(8, 3).state_dict(), "width": 8, "depth": 3, "band": 4, "public_dataset": "usps8",
+                 "blur": 1.0, "size": 8, "inner": 0, **over}
+        torch.save(saved, tmp_path / name)
+        return tmp_path / name
+
+    good = restorer_file("good.pt")
+    sheet = release.release(run, n=300, out=tmp_path / "rel", restorer=good)
+    assert sheet["public_data"].startswith("usps8") and sheet["restorer"]["sha256"] and sheet["restorer"]["band"] == 4
+    assert "restorer learnt on the public set usps8" in sheet["post_processing"]
+    assert not sheet["is_the_training_time_evaluation_set"] and sheet["epsilon_spent"] == release.release(
+        run, n=10, out=tmp_path / "plain")["epsilon_spent"]  # post-processing: the privacy is the run's
+    assert "| public data | usps8" in (tmp_path / "rel" / "DATASHEET.md").read_text()
+    with np.load(tmp_path / "rel" / "synthetic.npz") as f:
+        x = f["x"]
+    assert x.shape == (300, 1, 8, 8) and 0.0 <= x.min() and x.max() <= 1.0
+    # the same draw without the restorer: the band (no curve), which the restorer changed
+    from dpgen.models.restorer import load_restorer
+    from dpgen.tasks.finished_run import load_generator
+
+    cfg, _, gen, shape, _, _ = load_generator(run, sharpen=(0.0, 0.5))
+    band, _ = release.draw(gen, 300, int(cfg.seed) + 2)
+    net, _ = load_restorer(good, "digits", shape, 4)
+    with torch.no_grad():
+        assert np.allclose(x, net(band).clamp(0, 1).numpy(), atol=1e-5)
+
+    for bad, why in ((restorer_file("own.pt", public_dataset="digits"), "learnt on digits, the run's own data set"),
+                     (restorer_file("mnist.pt", public_dataset="mnist"), "'mnist', which is not a public proxy"),
+                     (restorer_file("band.pt", band=3), "learnt band 3, the run draws band 4"),
+                     (restorer_file("size.pt", size=16), "learn one with --size 8"),
+                     (tmp_path / "missing.pt", "no such file")):
+        with pytest.raises(release.ReleaseError, match=why):
+            release.release(run, n=10, out=tmp_path / "refused", restorer=bad)
+    assert not (tmp_path / "refused").exists()
+    assert release.main([str(run), f"restorer={tmp_path / 'missing.pt'}"]) == 2
+
+    # task=evaluate task.run=<run> task.restorer=<file>: the run's protocol on the restored generator, generation 0
+    # the released set's draw; with DPImageBench's protocol beside it, whose train-split numbers are not covered
+    code, out = run_cli("task=evaluate", f"task.run={run}", f"task.restorer={good}", "task.eval_models=[logreg]",
+                        "task.protocol=dpimagebench", "task.dpimagebench.n_synthetic=120", "task.dpimagebench.epochs=1",
+                        "task.dpimagebench.depth=8", "task.dpimagebench.fid_real=60",
+                        f"hydra.run.dir={tmp_path / 'ev'}")
+    assert code == 0, out[-2000:]
+    ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert ev["restorer"]["public_dataset"] == "usps8" and ev["public_data"].startswith("usps8") and ev["sharpen"] is None
+    assert ev["protocol"] == "dpimagebench" and "dpimagebench_resnet" in ev["per_generation"][0]
+    assert "dpimagebench protocol's FID" in str(ev["privacy"]["not_covered"])
+    assert "with public data" in out and "epsilon does not cover them" in out
+    assert 0.0 <= ev["per_generation"][0]["logreg"] <= 100.0
+    for bad, why in ((["task.synthetic=x.npz", f"task.restorer={good}"], "applies to task.run=<run folder>"),
+                     ([f"task.run={run}", f"task.restorer={good}", "task.sharpen=4"], "give one of the two"),
+                     ([f"task.run={run}", "task.protocol=theirs"], "task.protocol"),
+                     ([f"task.run={run}", "task.fid_samples=5"], "FID needs at least 12 images")):
+        code, out = run_cli("task=evaluate", *bad, f"hydra.run.dir={tmp_path / 'bad'}")
+        assert code == 2 and why in out, out[-800:]

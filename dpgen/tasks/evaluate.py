@@ -82,8 +82,10 @@ class RunGenerations:
     evaluates it with ``cfg``'s protocol, in this process's share of the cores; the generator is loaded once, on the
     first call, from the run's files as a release reads them."""
 
-    def __init__(self, cfg, run_dir, sharpen=None) -> None:
+    def __init__(self, cfg, run_dir, sharpen=None, restorer=None) -> None:
         self.cfg, self.run_dir, self.sharpen = cfg, Path(run_dir), sharpen  # sharpen: (slope, centre) or the run's
+        self.restorer = restorer  # a restorer file learnt on public data (dpgen.models.restorer), in place of a curve
+        self.restored: Dict[str, Any] = {}  # what that restorer learnt, once loaded
         self._loaded = None
 
     def _generator(self):
@@ -92,7 +94,14 @@ class RunGenerations:
             from dpgen.utils.device import resolve_device
 
             device = resolve_device(self.cfg.trainer.device)
-            _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device), sharpen=self.sharpen)
+            sharpen = (0.0, 0.5) if self.restorer else self.sharpen  # a restorer maps the band, never a curve's output
+            _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device), sharpen=sharpen)
+            if self.restorer:
+                from dpgen.models.restorer import RestoredSamples, load_restorer, run_band
+
+                net, self.restored = load_restorer(self.restorer, str(self.cfg.dataset.name), shape,
+                                                   run_band(self.cfg.model, shape))
+                gen = RestoredSamples(gen, net.to(device))
             self._loaded = (gen, shape, device, int(m.get("n_private") or self.cfg.dataset.n_train), m, privacy)
         return self._loaded
 
@@ -119,7 +128,25 @@ class RunGenerations:
             if fid_enabled(self.cfg):
                 # saved as computed: a paper-scale table's 60,000-image pass per generation survives a stop
                 out.update(fid_of_generator(c, gen, shape, device, resume_dir=self.run_dir / "fid_partial"))
+            if self.cfg.task.protocol == "dpimagebench":  # FID / precision / recall vs the PRIVATE training split
+                from dpgen.data import as_tensors, load_split
+                from dpgen.eval import dpimagebench
+                from dpgen.tasks.generation import synthetic_set
+
+                test = as_tensors(load_split(self.cfg.dataset, "test"))
+                out["dpimagebench"] = dpimagebench.evaluate(c, gen, shape, device, n, test, synthetic_set,
+                                                            fid_enabled(self.cfg), progress=bool(c.trainer.progress))
         return out
+
+
+def dpimagebench_row(b) -> Dict[str, float]:
+    """A generation's DPImageBench numbers as flat keys (``dpimagebench_fid``, ``_precision``, ``_recall``,
+    ``_resnet``); empty when that protocol did not run."""
+    if not isinstance(b, dict):
+        return {}
+    row = {f"dpimagebench_{k}": b[k] for k in ("fid", "precision", "recall") if isinstance(b.get(k), (int, float))}
+    acc = (b.get("resnet") or {}).get("test_acc")
+    return {**row, **({"dpimagebench_resnet": acc} if isinstance(acc, (int, float)) else {})}
 
 
 def _run_config(run: Path):
@@ -193,13 +220,22 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     rcfg = _run_config(run)
     if cfg.task.eval_models is not None:  # other classifiers than the run's own protocol trained
         rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, eval_models=list(cfg.task.eval_models)))
+    if cfg.task.fid_samples is not None:  # the full fidelity protocol at this count, against the whole test split
+        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, fid_samples=int(cfg.task.fid_samples),
+                                                                  fidelity="full", fid_real=None))
+    if cfg.task.protocol is not None:  # the protocol (and DPImageBench's counts) asked for here
+        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, protocol=cfg.task.protocol,
+                                                                  dpimagebench=cfg.task.dpimagebench))
     # task.sharpen replaces the run's own curve (0: off); the composed model group is the default data set's (its
     # tuned file may set a curve), never the run's, so it is not read
     sharpen = (cfg.task.sharpen, cfg.task.sharpen_at) if cfg.task.sharpen is not None else None
     # without an override, a curve chosen on the run's held-out records (selection.json) is the run's curve, as
     # its release draws it; its own epsilon is stated beside the weights'
     sharpen, selection = run_curve(run, sharpen)
-    gens = RunGenerations(rcfg, run, sharpen)
+    if cfg.task.restorer and selection:
+        raise ValueError(f"task.restorer={cfg.task.restorer}: {run}'s contrast curve was chosen on its held-out records "
+                         "(selection.json), and a restorer replaces the curve: evaluate one or the other")
+    gens = RunGenerations(rcfg, run, sharpen, restorer=cfg.task.restorer)
     out = evaluation_folder(cfg, output_dir)
     say_generations_estimate(rcfg, int(cfg.task.generations))
     per_gen = []
@@ -211,15 +247,26 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                            if isinstance(ds.get(k), dict)},
                         **({"spread_ratio": ds["spread_ratio"]} if "spread_ratio" in ds else {}),
                         **{k: m[k] for k in ("fid", "precision", "recall", "density", "coverage")
-                           if isinstance(m.get(k), (int, float))}})
+                           if isinstance(m.get(k), (int, float))},
+                        **dpimagebench_row(m.get("dpimagebench"))})
     keys = list(dict.fromkeys(k for r in per_gen for k in r))
     summary = {k: {"mean": round(statistics.mean([r[k] for r in per_gen]), 4),
                    "std": round(statistics.stdev([r[k] for r in per_gen]), 4) if len(per_gen) > 1 else 0.0}
                for k in keys}
+    privacy = gens.privacy
+    if rcfg.task.protocol == "dpimagebench":  # its FID / precision / recall read the private training records
+        from dpgen.privacy.report import train_split_not_covered
+
+        privacy = train_split_not_covered(dict(privacy), "dpimagebench")
     metrics = {"task": "evaluate", "run": str(run), "dataset": rcfg.dataset.name, "seed": rcfg.seed,
                "generations": len(per_gen), "eval_models": list(rcfg.task.eval_models), "per_generation": per_gen,
-               "sharpen": _sharpen_of(rcfg, sharpen), "summary": summary,
-               "privacy": gens.privacy, "wall_seconds": round(time.time() - t0, 2),
+               "sharpen": None if gens.restorer else _sharpen_of(rcfg, sharpen), "summary": summary,
+               "protocol": rcfg.task.protocol, "fidelity_counts": {"fid_samples": rcfg.task.fid_samples,
+                                                                 "fidelity": rcfg.task.fidelity},
+               **({"restorer": {**gens.restored, "file": str(gens.restorer)},
+                   "public_data": f"{gens.restored.get('public_dataset')} (its training split, through the "
+                                  "restorer's weights): these results are 'with public data'"} if gens.restorer else {}),
+               "privacy": privacy, "wall_seconds": round(time.time() - t0, 2),
                **({"selection": {k: selection.get(k) for k in ("chosen", "epsilon", "delta", "epsilon_total",
                                                                "composition")}} if selection else {})}
     write_json(out / "metrics.json", metrics)
@@ -228,6 +275,12 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     for k, v in summary.items():
         print(f"  {k}: {v['mean']:.4g} +- {v['std']:.3g}")
     p = gens.privacy
+    if gens.restorer:
+        print(f"  through the restorer {gens.restorer}, learnt on the public set {gens.restored.get('public_dataset')}: "
+              "results 'with public data'")
+    if rcfg.task.protocol == "dpimagebench":
+        print("  DPImageBench's FID, precision and recall (dpimagebench_*) are computed from the private training "
+              "records: epsilon does not cover them (metrics.json's privacy.not_covered)")
     if p.get("private"):
         print(f"  the weights' privacy: epsilon {float(p['epsilon_spent']):.4f} at delta {p.get('delta')}")
         if selection:
