@@ -280,6 +280,7 @@ class AccountingTaskConfig(TaskConfig):
     generations: Optional[int] = None
     sharpen: Optional[float] = None
     sharpen_at: Optional[float] = None
+    restorer: Optional[str] = None
     model: Optional[str] = None
     norm: Optional[str] = None
     eval_batch_size: Optional[int] = None
