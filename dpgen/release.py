@@ -209,14 +209,16 @@ def with_restorer(sheet: Dict[str, Any], restored: Dict[str, Any]) -> Dict[str, 
                             "results on this set are 'with public data'")
     sheet["restorer"] = restored
     sheet["is_the_training_time_evaluation_set"] = False
-    sheet["fidelity_at_training_time_note"] = ("measured on the run's own samples (its contrast curve), not on this "
-                                               "restored set: evaluate it again")
+    sheet["training_time_numbers_describe"] = ("the run's own samples (through its contrast curve), not this restored "
+                                               "set: evaluate it again")
     return sheet
 
 
 def _markdown(sheet: Dict[str, Any]) -> str:
     acc = sheet["downstream_at_training_time"]["test_acc"]
     eps = sheet["epsilon_spent"]
+    other = sheet.get("training_time_numbers_describe")
+    of_other = f" (of {other})" if other else ""
     lines = [f"# Datasheet: synthetic {sheet['dataset']} from {sheet['method']}", "",
              sheet["what"] + ".", ""]
     if not sheet["private"]:
@@ -242,10 +244,10 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         ("checkpoint", sheet["checkpoint"]), ("checkpoint SHA-256", sheet["checkpoint_sha256"]),
         ("dpgen that sampled the set", f"{sheet['dpgen_version']}, commit {sheet['dpgen_commit']}"),
         ("downstream accuracy at training time (real test split)",
-         ", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured"),
+         (", ".join(f"{k} {v:.2f} %" for k, v in acc.items()) or "not measured") + of_other),
         ("fidelity at training time (real test split)",
-         ", ".join(f"{k} {v:.4g}" for k, v in sheet.get("fidelity_at_training_time", {}).items()
-                   if isinstance(v, (int, float))) or "not measured"),
+         (", ".join(f"{k} {v:.4g}" for k, v in sheet.get("fidelity_at_training_time", {}).items()
+                    if isinstance(v, (int, float))) or "not measured") + of_other),
         ("the training-time evaluation set", "yes (the same n, seed and device as the run's evaluation)"
          if sheet["is_the_training_time_evaluation_set"] else "no (another n, seed or device)"),
     ]
@@ -355,7 +357,10 @@ def main(argv: Sequence[str]) -> int:
     print(f"[dpgen] released {sheet['n']:,} samples of {sheet['method']} on {sheet['dataset']} "
           f"(epsilon {eps}, delta {sheet['delta']}): {sheet['files']['npz']}")
     print(f"[dpgen] datasheet: {sheet['files']['datasheet_md']}; training-time accuracy "
-          + (", ".join(f"{k} {v:.2f}%" for k, v in acc.items()) or "not measured"))
+          + (", ".join(f"{k} {v:.2f}%" for k, v in acc.items()) or "not measured")
+          + (f" (of {sheet['training_time_numbers_describe']})" if sheet.get("training_time_numbers_describe") else ""))
+    if sheet.get("public_data"):
+        print(f"[dpgen] public data: {sheet['public_data']}")
     print(f"[dpgen] evaluate it again: {sheet['evaluate_again']}")
     return 0
 

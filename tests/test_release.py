@@ -219,7 +219,8 @@ def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_
     assert "restorer learnt on the public set usps8" in sheet["post_processing"]
     assert not sheet["is_the_training_time_evaluation_set"] and sheet["epsilon_spent"] == release.release(
         run, n=10, out=tmp_path / "plain")["epsilon_spent"]  # post-processing: the privacy is the run's
-    assert "| public data | usps8" in (tmp_path / "rel" / "DATASHEET.md").read_text()
+    md = (tmp_path / "rel" / "DATASHEET.md").read_text()
+    assert "| public data | usps8" in md and "(of the run's own samples (through its contrast curve)" in md
     with np.load(tmp_path / "rel" / "synthetic.npz") as f:
         x = f["x"]
     assert x.shape == (300, 1, 8, 8) and 0.0 <= x.min() and x.max() <= 1.0
