@@ -254,6 +254,9 @@ def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_
     ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert ev["restorer"]["public_dataset"] == "usps8" and ev["public_data"].startswith("usps8") and ev["sharpen"] is None
     assert ev["protocol"] == "dpimagebench" and "dpimagebench_resnet" in ev["per_generation"][0]
+    block = ev["dpimagebench"][0]  # the protocol's own block, its counts and what is below theirs
+    assert (block["n_synthetic"], block["resnet"]["epochs"], block["resnet"]["depth"]) == (120, 1, 8)
+    assert block["below_theirs"] and "DPImageBench: ResNet-8" in out
     assert "dpimagebench protocol's FID" in str(ev["privacy"]["not_covered"])
     assert "with public data" in out and "epsilon does not cover them" in out
     assert 0.0 <= ev["per_generation"][0]["logreg"] <= 100.0

@@ -238,10 +238,12 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     gens = RunGenerations(rcfg, run, sharpen, restorer=cfg.task.restorer)
     out = evaluation_folder(cfg, output_dir)
     say_generations_estimate(rcfg, int(cfg.task.generations))
-    per_gen = []
+    per_gen, blocks = [], []
     for g in range(int(cfg.task.generations)):
         print(f"[dpgen] generation {g + 1} of {cfg.task.generations}: sampling and evaluating", flush=True)
         m = gens.evaluate(g)
+        if isinstance(m.get("dpimagebench"), dict):  # its counts, epochs kept and what is below theirs, per generation
+            blocks.append(m["dpimagebench"])
         ds = m["downstream"]
         per_gen.append({**{k: ds[k]["test_acc"] for k in ("logreg", "mlp", "cnn", "class_mean")
                            if isinstance(ds.get(k), dict)},
@@ -266,6 +268,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                **({"restorer": {**gens.restored, "file": str(gens.restorer)},
                    "public_data": f"{gens.restored.get('public_dataset')} (its training split, through the "
                                   "restorer's weights): these results are 'with public data'"} if gens.restorer else {}),
+               **({"dpimagebench": blocks} if blocks else {}),
                "privacy": privacy, "wall_seconds": round(time.time() - t0, 2),
                **({"selection": {k: selection.get(k) for k in ("chosen", "epsilon", "delta", "epsilon_total",
                                                                "composition")}} if selection else {})}
@@ -278,7 +281,11 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     if gens.restorer:
         print(f"  through the restorer {gens.restorer}, learnt on the public set {gens.restored.get('public_dataset')}: "
               "results 'with public data'")
-    if rcfg.task.protocol == "dpimagebench":
+    if blocks:
+        from dpgen.eval.dpimagebench import summary_lines
+
+        for line in summary_lines(blocks[0]):  # generation 1's counts (every generation's: metrics.json)
+            print(line)
         print("  DPImageBench's FID, precision and recall (dpimagebench_*) are computed from the private training "
               "records: epsilon does not cover them (metrics.json's privacy.not_covered)")
     if p.get("private"):
