@@ -214,7 +214,15 @@ def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_
         return tmp_path / name
 
     good = restorer_file("good.pt")
-    sheet = release.release(run, n=300, out=tmp_path / "rel", restorer=good)
+    import dpgen.data
+
+    def no_data(*a, **k):
+        raise AssertionError("a restored release read the data set")
+
+    with pytest.MonkeyPatch.context() as m:  # post-processing of the weights and of public weights: no data read
+        m.setattr(dpgen.data, "load_split", no_data)
+        m.setattr(dpgen.data, "load_dataset", no_data)
+        sheet = release.release(run, n=300, out=tmp_path / "rel", restorer=good)
     assert sheet["public_data"].startswith("usps8") and sheet["restorer"]["sha256"] and sheet["restorer"]["band"] == 4
     assert "restorer learnt on the public set usps8" in sheet["post_processing"]
     assert not sheet["is_the_training_time_evaluation_set"] and sheet["epsilon_spent"] == release.release(
