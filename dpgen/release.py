@@ -205,8 +205,9 @@ def with_restorer(sheet: Dict[str, Any], restored: Dict[str, Any]) -> Dict[str, 
         f"blur up to {restored['blur']:g} px; {restored['file']}, SHA-256 {restored['sha256']}) on every sample, in "
         "place of the run's contrast curve: post-processing of the generator and of public data, so the privacy "
         "stated is the run's")
-    sheet["public_data"] = (f"{restored['public_dataset']} (its training split, through the restorer's weights): "
-                            "results on this set are 'with public data'")
+    from dpgen.models.restorer import public_data_statement
+
+    sheet["public_data"] = public_data_statement(restored)
     sheet["restorer"] = restored
     sheet["is_the_training_time_evaluation_set"] = False
     sheet["training_time_numbers_describe"] = ("the run's own samples (through its contrast curve), not this restored "

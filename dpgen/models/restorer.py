@@ -90,6 +90,12 @@ def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[
     return net, info
 
 
+def public_data_statement(info: Dict[str, Any]) -> str:
+    """What a release or an evaluation through the restorer ``info`` (:func:`load_restorer`) says of its public data."""
+    return (f"{info.get('public_dataset')} (its training split, through the restorer's weights): results on these "
+            "samples are 'with public data'")
+
+
 class RestoredSamples(nn.Module):
     """A trained generator whose samples pass through a restorer (the inner generator's own draw, then the map)."""
 

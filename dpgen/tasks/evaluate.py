@@ -255,7 +255,12 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     summary = {k: {"mean": round(statistics.mean([r[k] for r in per_gen]), 4),
                    "std": round(statistics.stdev([r[k] for r in per_gen]), 4) if len(per_gen) > 1 else 0.0}
                for k in keys}
-    privacy = gens.privacy
+    privacy, restored = gens.privacy, {}
+    if gens.restorer:
+        from dpgen.models.restorer import public_data_statement
+
+        restored = {"restorer": {**gens.restored, "file": str(gens.restorer)},
+                    "public_data": public_data_statement(gens.restored)}
     if rcfg.task.protocol == "dpimagebench":  # its FID / precision / recall read the private training records
         from dpgen.privacy.report import train_split_not_covered
 
@@ -265,9 +270,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                "sharpen": None if gens.restorer else _sharpen_of(rcfg, sharpen), "summary": summary,
                "protocol": rcfg.task.protocol, "fidelity_counts": {"fid_samples": rcfg.task.fid_samples,
                                                                  "fidelity": rcfg.task.fidelity},
-               **({"restorer": {**gens.restored, "file": str(gens.restorer)},
-                   "public_data": f"{gens.restored.get('public_dataset')} (its training split, through the "
-                                  "restorer's weights): these results are 'with public data'"} if gens.restorer else {}),
+               **restored,
                **({"dpimagebench": blocks} if blocks else {}),
                "privacy": privacy, "wall_seconds": round(time.time() - t0, 2),
                **({"selection": {k: selection.get(k) for k in ("chosen", "epsilon", "delta", "epsilon_total",
