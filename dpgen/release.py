@@ -199,14 +199,14 @@ def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]
 
 def with_restorer(sheet: Dict[str, Any], restored: Dict[str, Any]) -> Dict[str, Any]:
     """The datasheet of a release drawn through a restorer learnt on public data: the set is "with public data"."""
+    from dpgen.models.restorer import public_data_statement
+
     sheet = dict(sheet)
     sheet["post_processing"] = (
         f"a restorer learnt on the public set {restored['public_dataset']} (band {restored['band']} -> image, input "
         f"blur up to {restored['blur']:g} px; {restored['file']}, SHA-256 {restored['sha256']}) on every sample, in "
         "place of the run's contrast curve: post-processing of the generator and of public data, so the privacy "
         "stated is the run's")
-    from dpgen.models.restorer import public_data_statement
-
     sheet["public_data"] = public_data_statement(restored)
     sheet["restorer"] = restored
     sheet["is_the_training_time_evaluation_set"] = False
@@ -279,22 +279,18 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
         device = sampling_device(json.loads(mf.read_text())) if mf.exists() else "cpu"
     curve, selection = run_curve(run)
     if restorer is not None:
-        if selection:
-            raise ReleaseError(f"restorer={restorer}: {run}'s contrast curve was chosen on its held-out records "
-                               "(selection.json) and a restorer replaces the curve: release one or the other (move "
-                               "selection.json aside to release through the restorer)")
-        curve = (0.0, 0.5)  # the band as the generator draws it: the restorer learnt band -> image
-    cfg, metrics, gen, shape, k, p = load_generator(run, device, sharpen=curve)
-    restored = None
-    if restorer is not None:
-        from dpgen.models.restorer import RestoredSamples, load_restorer, run_band
+        from dpgen.models.restorer import NO_CURVE, beside_selection, restored
 
+        if selection:
+            raise ReleaseError(beside_selection(restorer, run))
+        curve = NO_CURVE  # the band as the generator draws it: the restorer learnt band -> image
+    cfg, metrics, gen, shape, k, p = load_generator(run, device, sharpen=curve)
+    learnt = None
+    if restorer is not None:
         try:
-            net, restored = load_restorer(restorer, str(cfg.dataset.name), shape, run_band(cfg.model, shape))
+            gen, learnt = restored(gen, restorer, str(cfg.dataset.name), cfg.model, shape, device)
         except ValueError as e:
             raise ReleaseError(str(e)) from None
-        gen = RestoredSamples(gen, net)
-        restored.update(file=str(restorer), sha256=_sha256(Path(restorer)))
     covered = bool(p.get("private")) and p.get("guarantee_holds", True) is not False
     if not covered and not allow_non_private:
         why = "a non-private method" if not p.get("private") else "its privacy report says guarantee_holds: false"
@@ -321,8 +317,8 @@ def release(run, n: Optional[int] = None, seed: Optional[int] = None, out=None, 
     sheet["run_id"] = p.get("run_id")  # the run whose checkpoint was sampled (dpgen.train.publication.RUN_FILES)
     if selection:  # the curve was chosen on held-out private records: that mechanism's epsilon is stated too
         sheet = with_selection(sheet, selection)
-    if restored:
-        sheet = with_restorer(sheet, restored)
+    if learnt:
+        sheet = with_restorer(sheet, learnt)
     # task=evaluate states the privacy of a set it evaluates from the datasheet that describes that very file
     sheet["synthetic_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
     atomic_write_text(out / "datasheet.json", json.dumps(sheet, indent=2, default=str))

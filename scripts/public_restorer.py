@@ -30,7 +30,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's dpgen, installed or not
 
 from dpgen.models.restorer import PUBLIC_PROXIES as PUBLIC  # noqa: E402  (after the path line)
-from dpgen.models.restorer import Restorer  # noqa: E402
+from dpgen.models.restorer import NO_CURVE, Restorer, read_restorer  # noqa: E402
 from dpgen.models.restorer import blur as _blur  # noqa: E402
 
 
@@ -76,11 +76,8 @@ def train(args) -> None:
 def apply(args) -> None:
     from dpgen.tasks.finished_run import load_generator
 
-    saved = torch.load(args.restorer, map_location="cpu")
-    net = Restorer(saved["width"], saved["depth"])
-    net.load_state_dict(saved["state"])
-    net.eval()
-    cfg, _, gen, shape, k, privacy = load_generator(Path(args.run), sharpen=(0.0, 0.5))  # the band, no curve
+    net, saved = read_restorer(args.restorer)  # unchecked: a proxy run may be the restorer's own public set
+    cfg, _, gen, shape, k, privacy = load_generator(Path(args.run), sharpen=NO_CURVE)  # the band, no curve
     g = torch.Generator().manual_seed(args.seed)
     xs, ys = [], []
     with torch.no_grad():

@@ -57,6 +57,16 @@ def run_band(model_cfg, shape) -> int:
     return int(model_cfg.dct_size or min(10, *shape[1:]))
 
 
+def read_restorer(path) -> Tuple[Restorer, Dict[str, Any]]:
+    """The restorer saved at ``path`` (``scripts/public_restorer.py train``) and what its file records, unchecked:
+    :func:`load_restorer` checks it against a run."""
+    saved = torch.load(Path(path), map_location="cpu", weights_only=True)
+    net = Restorer(int(saved["width"]), int(saved["depth"]))
+    net.load_state_dict(saved["state"])
+    net.eval()
+    return net, {k: saved.get(k) for k in ("public_dataset", "band", "blur", "size", "inner", "width", "depth")}
+
+
 def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[str, Any]]:
     """The restorer saved at ``path`` and what it learnt, checked against the run it is applied to: ``dataset``
     (the run's data set), ``shape`` (C, H, W) and ``band`` (:func:`run_band`). Raises ValueError naming the
@@ -65,8 +75,8 @@ def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[
     if not path.is_file():
         raise ValueError(f"restorer={path}: no such file (learn one with python scripts/public_restorer.py train "
                          "--dataset usps --band <the run's model.dct_size> --out <file.pt>)")
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    public = saved.get("public_dataset")
+    net, info = read_restorer(path)
+    public = info["public_dataset"]
     if public not in PUBLIC_PROXIES:
         raise ValueError(f"restorer={path} learnt on {public!r}, which is not a public proxy "
                          f"({', '.join(PUBLIC_PROXIES)}): its weights could carry sensitive records")
@@ -76,18 +86,34 @@ def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[
     if band == 0:
         raise ValueError("this run's generator is not band-limited (model.generator is not dct and "
                          "model.dct_project is false): a restorer maps the band of a dct generator to images")
-    if int(saved.get("band", -1)) != band:
-        raise ValueError(f"restorer={path} learnt band {saved.get('band')}, the run draws band {band} "
+    if int(info.get("band") or -1) != band:
+        raise ValueError(f"restorer={path} learnt band {info.get('band')}, the run draws band {band} "
                          f"(model.dct_size): learn one with --band {band}")
-    size = int(saved.get("size") or 0)
+    size = int(info.get("size") or 0)
     if shape[0] != 1 or (size and (size, size) != tuple(shape[1:])):
         raise ValueError(f"restorer={path} restores 1-channel images of {size or 'its data set'}'s size, the run "
                          f"draws {tuple(shape)}: learn one with --size {shape[-1]}")
-    net = Restorer(int(saved["width"]), int(saved["depth"]))
-    net.load_state_dict(saved["state"])
-    net.eval()
-    info = {k: saved.get(k) for k in ("public_dataset", "band", "blur", "size", "inner", "width", "depth")}
     return net, info
+
+
+#: a run's sampling without its curve: the band the restorer learnt to map (load_generator's ``sharpen``)
+NO_CURVE = (0.0, 0.5)
+
+
+def restored(gen: nn.Module, path, dataset: str, model_cfg, shape, device) -> Tuple[nn.Module, Dict[str, Any]]:
+    """``gen`` (loaded with ``sharpen=NO_CURVE``) wrapped in the checked restorer at ``path``, on ``device``, and what
+    the restorer learnt with its file and SHA-256: the one way a release and an evaluation build it."""
+    import hashlib
+
+    net, info = load_restorer(path, dataset, shape, run_band(model_cfg, shape))
+    info.update(file=str(path), sha256=hashlib.sha256(Path(path).read_bytes()).hexdigest())
+    return RestoredSamples(gen, net.to(device)), info
+
+
+def beside_selection(path, run) -> str:
+    """Why a restorer is refused for a run whose curve was chosen on its held-out records (selection.json)."""
+    return (f"restorer={path}: {run}'s contrast curve was chosen on its held-out records (selection.json), and a "
+            "restorer replaces the curve: use one or the other (move selection.json aside to use the restorer)")
 
 
 def public_data_statement(info: Dict[str, Any]) -> str:
@@ -106,6 +132,5 @@ class RestoredSamples(nn.Module):
 
     def sample(self, n: int, y=None, generator=None, device=None):
         x, y = self.inner.sample(n, y=y, generator=generator, device=device)
-        self.restorer.to(x.device)
-        with torch.no_grad():
+        with torch.no_grad():  # the restorer is on the generator's device (:func:`restored`)
             return self.restorer(x.float()).clamp(0, 1), y

@@ -94,14 +94,14 @@ class RunGenerations:
             from dpgen.utils.device import resolve_device
 
             device = resolve_device(self.cfg.trainer.device)
-            sharpen = (0.0, 0.5) if self.restorer else self.sharpen  # a restorer maps the band, never a curve's output
+            from dpgen.models.restorer import NO_CURVE, restored
+
+            # a restorer maps the band, never a curve's output
+            sharpen = NO_CURVE if self.restorer else self.sharpen
             _, m, gen, shape, _, privacy = load_generator(self.run_dir, str(device), sharpen=sharpen)
             if self.restorer:
-                from dpgen.models.restorer import RestoredSamples, load_restorer, run_band
-
-                net, self.restored = load_restorer(self.restorer, str(self.cfg.dataset.name), shape,
-                                                   run_band(self.cfg.model, shape))
-                gen = RestoredSamples(gen, net.to(device))
+                gen, self.restored = restored(gen, self.restorer, str(self.cfg.dataset.name), self.cfg.model, shape,
+                                              device)
             self._loaded = (gen, shape, device, int(m.get("n_private") or self.cfg.dataset.n_train), m, privacy)
         return self._loaded
 
@@ -233,8 +233,9 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     # its release draws it; its own epsilon is stated beside the weights'
     sharpen, selection = run_curve(run, sharpen)
     if cfg.task.restorer and selection:
-        raise ValueError(f"task.restorer={cfg.task.restorer}: {run}'s contrast curve was chosen on its held-out records "
-                         "(selection.json), and a restorer replaces the curve: evaluate one or the other")
+        from dpgen.models.restorer import beside_selection
+
+        raise ValueError("task." + beside_selection(cfg.task.restorer, run))
     gens = RunGenerations(rcfg, run, sharpen, restorer=cfg.task.restorer)
     out = evaluation_folder(cfg, output_dir)
     say_generations_estimate(rcfg, int(cfg.task.generations))
@@ -259,8 +260,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     if gens.restorer:
         from dpgen.models.restorer import public_data_statement
 
-        restored = {"restorer": {**gens.restored, "file": str(gens.restorer)},
-                    "public_data": public_data_statement(gens.restored)}
+        restored = {"restorer": gens.restored, "public_data": public_data_statement(gens.restored)}
     if rcfg.task.protocol == "dpimagebench":  # its FID / precision / recall read the private training records
         from dpgen.privacy.report import train_split_not_covered
 
