@@ -251,6 +251,20 @@ def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_
             release.release(run, n=10, out=tmp_path / "refused", restorer=bad)
     assert not (tmp_path / "refused").exists()
     assert release.main([str(run), f"restorer={tmp_path / 'missing.pt'}"]) == 2
+    # a curve chosen on held-out records (selection.json for these very weights): the restorer would replace it
+    from dpgen.train.run_record import load_checkpoint_file
+
+    state = load_checkpoint_file(run / "checkpoints" / "last.pt")
+    chosen = {"sharpen": 4.0, "sharpen_at": 0.5}
+    (run / "selection.json").write_text(json.dumps({"chosen": chosen, "candidates": [chosen], "epsilon": 1.0,
+                                                    "epsilon_total": 1.0, "run_id": state.get("run_id"),
+                                                    "checkpoint_step": state.get("step")}))
+    with pytest.raises(release.ReleaseError, match="chosen on its held-out records .selection.json."):
+        release.release(run, n=10, out=tmp_path / "refused", restorer=good)
+    code, out = run_cli("task=evaluate", f"task.run={run}", f"task.restorer={good}", f"hydra.run.dir={tmp_path / 's'}")
+    assert code == 2 and "use one or the other" in out, out[-800:]
+    assert not (tmp_path / "refused").exists()
+    (run / "selection.json").unlink()
 
     # task=evaluate task.run=<run> task.restorer=<file>: the run's protocol on the restored generator, generation 0
     # the released set's draw; with DPImageBench's protocol beside it, whose train-split numbers are not covered
