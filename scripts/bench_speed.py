@@ -29,6 +29,10 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   secure_noise      privacy.secure_rng's cost: 1e6 N(0, 1) draws and DP-Sinkhorn's per-record release (batch 50, 10 x 10
                     DCT of 28 x 28) | torch.randn from a torch.Generator vs the OS CSPRNG (dpgen.utils.noise)
   da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
+  headline_training issue 86's generators side by side (dpsinkhorn_best_mnist, dpmerf_best_mnist, dpkernel_mnist),
+                    each in its own child process on 60,000 random MNIST-sized records: s/step, the full preset's
+                    training time projected, peak memory (resident / CUDA allocator) | floor: one step's matrix-
+                    product FLOPs (torch's FlopCounterMode) / sgemm rate measured in the same run
   allocator         non-private Sinkhorn training step (DCGAN, batch 500, the Table 1 preset) and one CNN
                     evaluation epoch, each in a child process with glibc's malloc as it comes vs dpgen's
                     kept freed memory (dpgen/utils/allocator.py) | kernel (sys) CPU seconds of each beside it
@@ -713,6 +717,73 @@ def bench_allocator(steps):
         rows.append(row)
     return rows
 
+HEADLINE = (("dpsinkhorn_best", "dpsinkhorn_best_mnist"), ("dpmerf_best", "dpmerf_best_mnist"),
+            ("dpkernel", "dpkernel_mnist"))
+
+
+def _headline_child(experiment: str, steps: int) -> None:
+    """One headline preset's training in this (child) process, printed as JSON: its loop's steps/s at the full
+    MNIST size (60,000 random records), the setup before the loop, the process' peak memory (resident on a CPU,
+    the CUDA allocator's peak on a GPU) and the matrix-product FLOPs of one step (torch's FlopCounterMode over a
+    1-step and a 3-step run, the difference halved)."""
+    import resource
+    import tempfile
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from dpgen.config import compose_config
+    from dpgen.tasks import run as run_task
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = _mnist_like_root(Path(tmp), n=60000)
+
+        def cfg_of(n_steps):
+            return compose_config([f"experiment={experiment}", f"dataset.data_root={root}", "trainer.epochs=null",
+                                   f"trainer.steps={n_steps}", "trainer.progress=false", "task.eval_models=[]",
+                                   "task.fid=false", f"trainer.device={DEV.type}",
+                                   f"trainer.checkpoint_every={10 * n_steps}", f"trainer.log_every={n_steps}"])
+
+        preset_steps = int(compose_config([f"experiment={experiment}"]).trainer.steps)
+        if DEV.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        m = run_task(cfg_of(steps), Path(tmp) / "timed")
+        peak_mb = (torch.cuda.max_memory_allocated() / 2 ** 20 if DEV.type == "cuda"
+                   else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        flops = []
+        for i, n_steps in enumerate((1, 3)):  # the setup's FLOPs cancel in the difference
+            with FlopCounterMode(display=False) as fc:
+                run_task(cfg_of(n_steps), Path(tmp) / f"flops_{i}")
+            flops.append(fc.get_total_flops())
+    print(json.dumps({"steps_per_second": m["steps_per_second"], "preset_steps": preset_steps,
+                      "setup_seconds": m["train_seconds"] - m["loop_seconds"], "peak_mb": peak_mb,
+                      "flops_per_step": (flops[1] - flops[0]) / 2, "threads": m.get("threads", torch.get_num_threads())}))
+
+
+def bench_headline(steps):
+    """The headline generators of issue 86 side by side (each the other's peer), each trained in a fresh child
+    process so its peak memory is its own: s/step, the preset's full training time projected from it, peak memory,
+    and the floor (one step's matrix-product FLOPs at this device's sgemm rate, measured here)."""
+    import subprocess
+
+    a = torch.randn(2048, 2048, device=DEV)
+    rate = 2 * 2048 ** 3 / timed({"sgemm": lambda: a @ a}, 5)["sgemm"]
+    row = {"what": f"Headline generators' training on MNIST-sized data (60,000 random 28 x 28 records; each preset "
+                   f"as shipped, {steps} steps; the full preset's time projected)", "unit": "s/step"}
+    for name, experiment in HEADLINE:
+        out = subprocess.run([sys.executable, __file__, "--headline-child", experiment, "--child-steps", str(steps)],
+                             capture_output=True, text=True, check=True).stdout
+        res = json.loads(out.strip().splitlines()[-1])
+        row[name] = 1.0 / res["steps_per_second"]
+        row[f"{name} full preset ({res['preset_steps']} steps), min"] = (
+            res["setup_seconds"] + res["preset_steps"] / res["steps_per_second"]) / 60
+        row[f"{name} peak memory MiB ({'CUDA allocator' if DEV.type == 'cuda' else 'resident'})"] = res["peak_mb"]
+        row[f"{name} floor (step FLOPs / sgemm rate)"] = res["flops_per_step"] / rate
+        row[f"{name} threads"] = res["threads"]
+    row["sgemm GFLOP/s"] = rate / 1e9
+    row["note"] = ("loop time only in s/step (the run's steps_per_second); the projection adds the setup before the "
+                   "loop (DP-MERF's one release); the floor counts matrix products and convolutions only")
+    return [row]
+
 
 def to_markdown(meta, rows):
     lines = [f"# dpgen speed on {meta['device']}", "",
@@ -733,10 +804,13 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("DPGEN_OUTPUTS", "outputs") + "/bench")
     ap.add_argument("--only", default="", help="comma list of parts to run (default: all)")
     ap.add_argument("--allocator-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--headline-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.allocator_child:
         return _allocator_child(args.allocator_child, args.child_steps)
+    if args.headline_child:
+        return _headline_child(args.headline_child, args.child_steps)
     from dpgen.utils.allocator import keep_freed_memory
 
     keep_freed_memory()  # as every dpgen run does: the rows below time what a run gets
@@ -756,7 +830,8 @@ def main(argv=None):
              ("per_record_image_gradient", lambda: bench_per_record_image_gradient(args.repeats)),
              ("dpsgd", lambda: bench_dpsgd(args.repeats, args.quick)),
              ("secure_noise", lambda: bench_secure_noise(args.repeats)),
-             ("da_steps", lambda: bench_da(steps * 2))]
+             ("da_steps", lambda: bench_da(steps * 2)),
+             ("headline_training", lambda: bench_headline(steps))]
     if DEV.type == "cpu":
         parts.append(("allocator", lambda: bench_allocator(steps)))
     if args.only:
