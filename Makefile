@@ -38,7 +38,7 @@ export MPLBACKEND := Agg
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
-        table-dpswd-da fig-dpswd-eps
+        table-dpswd-da fig-dpswd-eps table-headline
 
 help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies (no GPU: torch's CPU build where the index has it; CPU=0|1 overrides), then fid-weights and fid-reference"
@@ -53,6 +53,7 @@ help:
 	@echo "device-prepare            what a lent GPU session carries (.whl: cp312 wheels, .gpu: packed FID weights, data, RUNS=\"<run folders>\" for their 60k FID); then there: bash scripts/device/gpu_session.sh (docs/SPEED.md)"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
+	@echo "table-headline            issue 86's generators under both protocols, DPImageBench's reported rows beside them: RUNS=\"<folders of runs>\" (training runs and the task=evaluate runs of them) -> outputs/tables/headline.{csv,md}"
 	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
 	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD (B 256, B 16), DP-Sinkhorn dct (batch, per-record clip) + half-noise controls -> outputs/tables/privacy_audit_run.csv (3-5 min on 2 shared cores; needs mnist10k)"
@@ -180,6 +181,10 @@ check-dpsinkhorn-privacy:
 
 tables:
 	$(PYTHON) scripts/tables.py
+
+RUNS ?= outputs
+table-headline:
+	$(PYTHON) scripts/headline_table.py $(RUNS)
 
 # any table by name: a declared one (conf/table/<NAME>.yaml: dpgen table NAME --scale SCALE) or a driver module
 # (dpgen/tables/<NAME>.py), e.g. make table NAME=ldp_mnist SCALE=smoke or make table NAME=wdp_composition

@@ -30,3 +30,66 @@ def test_bench_da_takes_table_1s_settings_from_its_yaml(monkeypatch):
     monkeypatch.setattr(bench_da, "da_steps_per_second", lambda base, steps, extra=(): seen.append((base, extra)) or 1.0)
     bench_da.bench_steps(1)
     assert seen == [("dann", []), ("swd", []), ("dpswd", ["+variant=dpswd_bernstein"]), ("dpdann", [])]
+
+
+def test_bench_headline_child_reports_speed_memory_and_floor(capsys):
+    """The headline_training row's child trains the shipped preset through the real loop on MNIST-sized data and
+    reports a positive rate, peak memory and per-step FLOPs (the generator's convolutions at least)."""
+    import json
+
+    import bench_speed
+
+    bench_speed._headline_child("dpkernel_mnist", 1)
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["steps_per_second"] > 0 and res["peak_mb"] > 0
+    assert res["preset_steps"] == 50000  # read from the preset, not the override
+    assert res["flops_per_step"] > 1e9  # the DCGAN at batch 60 is ~19 GFLOP forward + backward
+
+
+def _run_folder(path: Path, metrics: dict, config: str = "") -> Path:
+    import json
+
+    path.mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps(metrics))
+    (path / "config.yaml").write_text(config)
+    return path
+
+
+def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
+    """A training run's own classifiers stand; an evaluation with fid_samples >= 10,000 adds the papers' FID, one
+    with protocol=dpimagebench adds DPImageBench's cells with their counts, and a restorer's evaluation is its own
+    row marked with its public data; DPImageBench's reported rows sit beside ours."""
+    import headline_table
+
+    run = _run_folder(tmp_path / "runs" / "train", {
+        "task": "generation", "method": "dpkernel", "dataset": "mnist", "seed": 0, "steps": 50000,
+        "train_seconds": 600.0, "privacy": {"epsilon_spent": 9.99, "delta": 1.5e-6}, "fid": 70.0, "fid_samples": 300,
+        "downstream": {"logreg": {"test_acc": 80.0}, "mlp": {"test_acc": 81.0}, "cnn": {"test_acc": 90.0},
+                       "class_mean": {"test_acc": 70.0}}}, "seed: 0\nexperiment_name: dpkernel_mnist\n")
+    _run_folder(tmp_path / "runs" / "ev_papers", {
+        "task": "evaluate", "run": str(run), "fidelity_counts": {"fid_samples": 10000},
+        "summary": {"logreg": {"mean": 1.0}, "fid": {"mean": 40.0}, "precision": {"mean": 0.5},
+                    "recall": {"mean": 0.1}}})
+    _run_folder(tmp_path / "runs" / "ev_dib", {
+        "task": "evaluate", "run": str(run), "protocol": "dpimagebench", "fidelity_counts": {"fid_samples": None},
+        "summary": {"dpimagebench_resnet": {"mean": 92.0}, "dpimagebench_fid": {"mean": 45.0}},
+        "dpimagebench": [{"n_synthetic": 5000, "fid_real": 5000, "counts": {"depth": 20, "epochs": 10}}]})
+    _run_folder(tmp_path / "runs" / "ev_restored", {
+        "task": "evaluate", "run": str(run), "restorer": {"public_dataset": "usps", "file": "r.pt"},
+        "fidelity_counts": {"fid_samples": 10000},
+        "summary": {"cnn": {"mean": 91.0}, "fid": {"mean": 30.0}}})
+    rows = headline_table.build_rows([tmp_path / "runs"])
+    ours = {r["row"]: r for r in rows if r["source"] == "dpgen, measured"}
+    plain, restored = ours["dpkernel_mnist (seed 0)"], ours["dpkernel_mnist (seed 0) + restorer (usps)"]
+    assert (plain["logreg"], plain["cnn"], plain["epsilon"], plain["delta"]) == (80.0, 90.0, 9.99, 1.5e-6)
+    assert (plain["fid_test"], plain["fid_test_samples"], plain["precision_test"]) == (40.0, 10000, 0.5)
+    assert (plain["resnet_dib"], plain["fid_train_dib"]) == (92.0, 45.0)
+    assert plain["dib_counts"] == "5000 synthetic, ResNet-20 x 10 ep, FID vs 5000 train"
+    assert (restored["cnn"], restored["fid_test"], restored["logreg"]) == (91.0, 30.0, None)
+    assert restored["public_data"].startswith("usps") and restored.get("resnet_dib") is None
+    reported = {r["row"]: r for r in rows if r["source"] == "DPImageBench, reported"}
+    assert (reported["DP-Kernel"]["fid_train_dib"], reported["DP-Kernel"]["resnet_dib"]) == (38.9, 93.6)
+    out = tmp_path / "t" / "headline"
+    headline_table.main([str(tmp_path / "runs"), "--out", str(out)])
+    assert "| dpkernel_mnist (seed 0) + restorer (usps) |" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".csv").read_text().startswith("dataset,row,source")
