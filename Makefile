@@ -38,7 +38,7 @@ export MPLBACKEND := Agg
         table-dpswd-noise fig-dpswd-sensitivity table-wdp-mechanisms fig-wdp-orders \
         fig-wdp-composition fig-wdp-beta-delta check-dpsinkhorn-privacy clean-outputs \
         table-dpswd-generation fig-dpswd-toy fig-dpswd-celeba bench-swd \
-        table-dpswd-da fig-dpswd-eps table-headline
+        table-dpswd-da fig-dpswd-eps table-headline headline
 
 help:
 	@echo "install                   create $(VENV) and install dpgen with its dependencies (no GPU: torch's CPU build where the index has it; CPU=0|1 overrides), then fid-weights and fid-reference"
@@ -53,6 +53,7 @@ help:
 	@echo "device-prepare            what a lent GPU session carries (.whl: cp312 wheels, .gpu: packed FID weights, data, RUNS=\"<run folders>\" for their 60k FID); then there: bash scripts/device/gpu_session.sh (docs/SPEED.md)"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
+	@echo "headline                  issue 86's headline rows (ours, DP-MERF, DP-Kernel on MNIST and Fashion-MNIST) trained and evaluated under both protocols, resumable, then tabled: SCALE=cpu|paper (DPImageBench's counts), DATA_ROOT=, ARGS=\"--datasets mnist --only dpkernel_mnist --restorer <file.pt>\" -> outputs/headline/headline.{csv,md} (hours on a CPU: scripts/headline_runs.py)"
 	@echo "table-headline            issue 86's generators under both protocols, DPImageBench's reported rows beside them: RUNS=\"<folders of runs>\" (training runs and the task=evaluate runs of them) -> outputs/tables/headline.{csv,md}"
 	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
@@ -181,6 +182,9 @@ check-dpsinkhorn-privacy:
 
 tables:
 	$(PYTHON) scripts/tables.py
+
+headline:
+	$(if $(DATA_ROOT),DPGEN_DATA_ROOT=$(DATA_ROOT) ,)$(PYTHON) scripts/headline_runs.py --scale $(if $(filter paper,$(SCALE)),paper,cpu) $(ARGS)
 
 RUNS ?= outputs
 table-headline:

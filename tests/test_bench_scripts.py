@@ -93,3 +93,35 @@ def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
     headline_table.main([str(tmp_path / "runs"), "--out", str(out)])
     assert "| dpkernel_mnist (seed 0) + restorer (usps) |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".csv").read_text().startswith("dataset,row,source")
+
+
+def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
+    """make headline's plan: every training command composes (the presets exist and take the overrides), the
+    DPImageBench evaluation at cpu scale carries a CPU's counts and at paper scale none (theirs), a finished step
+    is skipped, and a bad scale, data set or preset is refused by name."""
+    import pytest
+
+    import headline_runs
+    from dpgen.config import compose_config
+
+    plan = headline_runs.steps("cpu", ["mnist", "fashion_mnist"], [0], tmp_path)
+    trains = [a for what, a, _ in plan if what.startswith("train")]
+    assert len(trains) == 6 and len(plan) == 12
+    for argv in trains:
+        cfg = compose_config([a for a in argv if not a.startswith("hydra.")])
+        assert cfg.task.fid_samples == 10000 and cfg.resume == "auto"
+    dib = [a for what, a, _ in plan if what.startswith("DPImageBench")]
+    assert all("task.dpimagebench.depth=20" in a and "task.protocol=dpimagebench" in a for a in dib)
+    paper = headline_runs.steps("paper", ["mnist"], [0], tmp_path)
+    assert not any(a.startswith("task.dpimagebench.") for _, argv, _ in paper for a in argv)
+    done = tmp_path / "dpmerf_best_mnist_seed0"
+    done.mkdir()
+    (done / "metrics.json").write_text("{}")
+    headline_runs.main(["--datasets", "mnist", "--only", "dpmerf_best_mnist", "--out", str(tmp_path), "--dry-run"])
+    out = capsys.readouterr().out
+    assert "done already: train dpmerf_best_mnist seed 0" in out and "dpimagebench" in out
+    for bad, kwargs in (("--scale 'gpu'", {"scale": "gpu", "datasets": ["mnist"]}),
+                        ("'celeba'", {"scale": "cpu", "datasets": ["celeba"]}),
+                        ("dpswd_mnist_c", {"scale": "cpu", "datasets": ["mnist"], "only": ["dpswd_mnist_c"]})):
+        with pytest.raises(SystemExit, match=bad):
+            headline_runs.steps(seeds=[0], out=tmp_path, **kwargs)
