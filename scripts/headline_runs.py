@@ -14,7 +14,7 @@ then ``scripts/headline_table.py`` writes ``<out>/headline.{csv,md}``. A step wh
 is the preset's (each preset's comment says where it was chosen).
 
     DPGEN_DATA_ROOT=../shared/data python scripts/headline_runs.py [--scale cpu|paper] [--datasets mnist]
-        [--only dpkernel_mnist,...] [--seeds 0] [--restorer outputs/restorer/usps_as_mnist_band10_blur1.0.pt]
+        [--only dpkernel_mnist,...] [--seeds 0] [--epsilons 10,1] [--restorer outputs/restorer/usps_as_mnist_band10_blur1.0.pt]
         [--out outputs/headline] [--dry-run]
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
@@ -44,7 +44,7 @@ DIB_COUNTS = {"cpu": ["task.dpimagebench.n_synthetic=5000", "task.dpimagebench.f
 
 
 def steps(scale: str, datasets: List[str], seeds: List[int], out: Path, only: Optional[List[str]] = None,
-          restorer: Optional[str] = None) -> List[Tuple[str, List[str], Path]]:
+          restorer: Optional[str] = None, epsilons: Tuple[float, ...] = (10.0,)) -> List[Tuple[str, List[str], Path]]:
     """(what, run.py arguments, the folder whose metrics.json marks it done), in the order to run them."""
     if scale not in DIB_COUNTS:
         raise SystemExit(f"--scale {scale!r} is invalid: use cpu (a CPU's DPImageBench counts) or paper (theirs)")
@@ -63,20 +63,24 @@ def steps(scale: str, datasets: List[str], seeds: List[int], out: Path, only: Op
                          "--restorer out")
     dib = ["task.protocol=dpimagebench", *DIB_COUNTS[scale]]
     plan = []
-    for preset in presets:
-        for seed in seeds:
-            run = out / f"{preset}_seed{seed}"
-            plan.append((f"train {preset} seed {seed} (+ the papers' protocol)",
-                         [f"experiment={preset}", f"seed={seed}", "resume=auto", "task.fid_samples=10000",
-                          f"hydra.run.dir={run}"], run))
-            plan.append((f"DPImageBench's protocol ({scale} counts), {preset} seed {seed}",
-                         ["task=evaluate", f"task.run={run}", "task.eval_models=[logreg]", *dib,
-                          f"hydra.run.dir={run}_dib_{scale}"], Path(f"{run}_dib_{scale}")))
-            if restorer and preset == RESTORED:
-                plan.append((f"{preset} seed {seed} through the public restorer, both protocols",
-                             ["task=evaluate", f"task.run={run}", f"task.restorer={restorer}",
-                              "task.eval_models=[logreg,mlp,cnn]", "task.fid_samples=10000", *dib,
-                              f"hydra.run.dir={run}_restored_{scale}"], Path(f"{run}_restored_{scale}")))
+    for eps in epsilons:
+        if not eps > 0:
+            raise SystemExit(f"--epsilons {eps}: every budget must be > 0, e.g. 10,1")
+    # one training and its evaluations per (budget, preset, seed); the presets' own budget is 10
+    for preset, seed, eps in ((p, s, e) for e in epsilons for p in presets for s in seeds):
+        tag = "" if eps == 10 else f"_eps{eps:g}"
+        run = out / f"{preset}{tag}_seed{seed}"
+        plan.append((f"train {preset} seed {seed} at epsilon {eps:g} (+ the papers' protocol)",
+                     [f"experiment={preset}", f"seed={seed}", f"privacy.epsilon={eps:g}", "resume=auto",
+                      "task.fid_samples=10000", f"hydra.run.dir={run}"], run))
+        plan.append((f"DPImageBench's protocol ({scale} counts), {preset}{tag} seed {seed}",
+                     ["task=evaluate", f"task.run={run}", "task.eval_models=[logreg]", *dib,
+                      f"hydra.run.dir={run}_dib_{scale}"], Path(f"{run}_dib_{scale}")))
+        if restorer and preset == RESTORED:
+            plan.append((f"{preset}{tag} seed {seed} through the public restorer, both protocols",
+                         ["task=evaluate", f"task.run={run}", f"task.restorer={restorer}",
+                          "task.eval_models=[logreg,mlp,cnn]", "task.fid_samples=10000", *dib,
+                          f"hydra.run.dir={run}_restored_{scale}"], Path(f"{run}_restored_{scale}")))
     return plan
 
 
@@ -86,12 +90,14 @@ def main(argv=None) -> None:
     ap.add_argument("--datasets", default="mnist,fashion_mnist")
     ap.add_argument("--only", default="", help="comma list of presets (default: all of the data sets')")
     ap.add_argument("--seeds", default="0", help="comma list of seeds")
+    ap.add_argument("--epsilons", default="10", help="comma list of budgets (the issue states 10 and 1)")
     ap.add_argument("--restorer", default=None, help="a public restorer (.pt) for the MNIST OT row")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("DPGEN_OUTPUTS", "outputs")) / "headline")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args(argv)
     plan = steps(args.scale, [d for d in args.datasets.split(",") if d], [int(s) for s in args.seeds.split(",")],
-                 args.out.resolve(), [p for p in args.only.split(",") if p] or None, args.restorer)
+                 args.out.resolve(), [p for p in args.only.split(",") if p] or None, args.restorer,
+                 tuple(float(e) for e in args.epsilons.split(",")))
     for what, argv_run, done in plan:
         cmd = [sys.executable, str(ROOT / "run.py"), *argv_run]
         if (done / "metrics.json").exists():

@@ -109,7 +109,7 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
     assert len(trains) == 6 and len(plan) == 12
     for argv in trains:
         cfg = compose_config([a for a in argv if not a.startswith("hydra.")])
-        assert cfg.task.fid_samples == 10000 and cfg.resume == "auto"
+        assert cfg.task.fid_samples == 10000 and cfg.resume == "auto" and cfg.privacy.epsilon == 10
     dib = [a for what, a, _ in plan if what.startswith("DPImageBench")]
     assert all("task.dpimagebench.depth=20" in a and "task.protocol=dpimagebench" in a for a in dib)
     paper = headline_runs.steps("paper", ["mnist"], [0], tmp_path)
@@ -125,3 +125,7 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
                         ("dpswd_mnist_c", {"scale": "cpu", "datasets": ["mnist"], "only": ["dpswd_mnist_c"]})):
         with pytest.raises(SystemExit, match=bad):
             headline_runs.steps(seeds=[0], out=tmp_path, **kwargs)
+    one = headline_runs.steps("cpu", ["mnist"], [0], tmp_path, only=["dpmerf_best_mnist"], epsilons=(10.0, 1.0))
+    assert [d.name for _, _, d in one] == ["dpmerf_best_mnist_seed0", "dpmerf_best_mnist_seed0_dib_cpu",
+                                           "dpmerf_best_mnist_eps1_seed0", "dpmerf_best_mnist_eps1_seed0_dib_cpu"]
+    assert compose_config(one[2][1][:-1]).privacy.epsilon == 1.0
