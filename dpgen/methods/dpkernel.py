@@ -1,5 +1,5 @@
 """DP-Kernel (Jiang, Sun & Yu, "Functional Renyi Differential Privacy for Generative Modeling", NeurIPS 2023): a
-reference baseline beside DP-MERF, as DPImageBench (Chen et al., CCS 2025) runs it (``conf/method/dpkernel.yaml``).
+reference baseline beside DP-MERF, as DPImageBench (Gong et al., CCS 2025) runs it (``conf/method/dpkernel.yaml``).
 
 The generator minimises the squared MMD between the generated batch (labels uniform) and the private data in a
 class-conditional sum of S Gaussian kernels (``method.bandwidths``). Each step releases the Gaussian-process
