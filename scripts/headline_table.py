@@ -12,7 +12,7 @@ through a public restorer (``task.restorer``) is its own row, marked "with publi
     python scripts/headline_table.py <dir> [<dir> ...] [--out outputs/tables/headline]
         -> <out>.csv and <out>.md   (make table-headline RUNS="<dir> ...")
 
-DPImageBench's reported numbers (Gong et al., CCS 2025, Table 3 as quoted in issue 86: epsilon 10, delta
+DPImageBench's reported numbers (Gong et al., CCS 2025, as quoted in issue 86: epsilon 10, delta
 1 / (N ln N), no public data; FID of 60,000 synthetic vs the training set, ResNet accuracy) are printed beside ours:
 they are not measured here.
 """
