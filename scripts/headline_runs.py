@@ -74,7 +74,8 @@ def steps(scale: str, datasets: List[str], seeds: List[int], out: Path, only: Op
                      [f"experiment={preset}", f"seed={seed}", f"privacy.epsilon={eps:g}", "resume=auto",
                       "task.fid_samples=10000", f"hydra.run.dir={run}"], run))
         plan.append((f"DPImageBench's protocol ({scale} counts), {preset}{tag} seed {seed}",
-                     ["task=evaluate", f"task.run={run}", "task.eval_models=[logreg]", *dib,
+                     # 300 images for the papers' FID here: its 10,000-image FID is the training run's own
+                     ["task=evaluate", f"task.run={run}", "task.eval_models=[logreg]", "task.fid_samples=300", *dib,
                       f"hydra.run.dir={run}_dib_{scale}"], Path(f"{run}_dib_{scale}")))
         if restorer and preset == RESTORED:
             plan.append((f"{preset}{tag} seed {seed} through the public restorer, both protocols",

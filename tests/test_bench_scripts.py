@@ -112,6 +112,7 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
         assert cfg.task.fid_samples == 10000 and cfg.resume == "auto" and cfg.privacy.epsilon == 10
     dib = [a for what, a, _ in plan if what.startswith("DPImageBench")]
     assert all("task.dpimagebench.depth=20" in a and "task.protocol=dpimagebench" in a for a in dib)
+    assert all("task.fid_samples=300" in a for a in dib)  # the papers' 10,000-sample FID is not measured twice
     paper = headline_runs.steps("paper", ["mnist"], [0], tmp_path)
     assert not any(a.startswith("task.dpimagebench.") for _, argv, _ in paper for a in argv)
     done = tmp_path / "dpmerf_best_mnist_seed0"
