@@ -200,7 +200,7 @@ def say_generations_estimate(rcfg, generations: int) -> None:
 
     task = GenerationTask()
     task.n_private, task.shape = int(rcfg.dataset.n_train), tuple(int(s) for s in rcfg.dataset.shape or ())
-    secs, what = task.evaluation_estimate(rcfg)
+    secs, what = task.evaluation_estimate(rcfg, evaluating=True)  # its hints name task=evaluate's overrides
     if secs * generations > EVAL_NOTICE_S and what:
         print(f"[dpgen] evaluation: {generations} synthetic set(s), each {what}: about "
               f"{_duration(secs * generations)} on this CPU", flush=True)

@@ -122,10 +122,12 @@ class GenerationTask(Task):
 
     quick_overrides = "trainer.steps=<fewer> task.n_synthetic=<fewer> task.eval_models=[logreg]"
 
-    def evaluation_estimate(self, cfg, n_test: Optional[int] = None, real_cached: bool = False):
+    def evaluation_estimate(self, cfg, n_test: Optional[int] = None, real_cached: bool = False,
+                            evaluating: bool = False):
         """(seconds on a CPU, what): the classifiers on the synthetic set, and the fidelity pass over its generated
         images and (unless ``real_cached``) the real test images' features; ``n_test``: the test split's size when
-        known (else the declared ``dataset.n_test``, else 10,000)."""
+        known (else the declared ``dataset.n_test``, else 10,000). ``evaluating``: for ``task=evaluate`` of this
+        run, whose overrides are task.eval_models and task.fid_samples (what the text suggests)."""
         from dpgen.eval.downstream import estimate_seconds
         from dpgen.utils.device import resolve_device
 
@@ -137,7 +139,9 @@ class GenerationTask(Task):
             secs = estimate_seconds(models, n_syn, self.shape, cfg.task.eval_max_epochs, device=device)
             names = {"logreg": "LogReg", "mlp": "MLP", "cnn": "CNN"}
             parts.append(f"{'/'.join(names.get(m, m) for m in models)} on {n_syn:,} synthetic samples (up to "
-                         f"{cfg.task.eval_max_epochs} epochs each; task.n_synthetic and task.eval_models change that)")
+                         f"{cfg.task.eval_max_epochs} epochs each; "
+                         + ("task.eval_models changes that)" if evaluating else
+                            "task.n_synthetic and task.eval_models change that)"))
         if fid_enabled(cfg) and len(self.shape) == 3 and device.type == "cpu":
             from dpgen.eval.fid import estimate_seconds as fid_seconds
 
@@ -145,7 +149,8 @@ class GenerationTask(Task):
             secs += fid_seconds(c.generated + (0 if real_cached else c.real))
             parts.append(f"fidelity, {c.protocol} protocol, on {c.describe()}"
                          + ("" if real_cached else " (the real images' features once, then cached)")
-                         + ("; task.fid_samples=<fewer> or task.fid=false change that" if c.protocol == "quick"
+                         + ("; task.fid_samples=<fewer> changes that" if evaluating else
+                            "; task.fid_samples=<fewer> or task.fid=false change that" if c.protocol == "quick"
                             else "; task.fidelity=quick, task.fid_samples=<fewer> or task.fid=false change that"))
         if cfg.task.protocol == "dpimagebench" and device.type == "cpu":
             from dpgen.eval.dpimagebench import estimate_seconds as dib_seconds

@@ -77,3 +77,21 @@ def test_the_notice_is_printed_by_a_real_run(tmp_path, monkeypatch, capsys):
     run_task(cfg, tmp_path / "run")
     out = capsys.readouterr()
     assert "[dpgen] this run will take about" in out.out + out.err
+
+
+def test_an_evaluations_notice_names_only_overrides_task_evaluate_takes(monkeypatch):
+    """task=evaluate has task.eval_models and task.fid_samples, not task.n_synthetic, task.fidelity or task.fid:
+    its notice (the run's own protocol, estimated) suggests only what that task takes (it named task.fidelity=quick,
+    which hydra refuses there), and each suggested override composes."""
+    from dpgen.eval import fid
+    from dpgen.tasks.generation import GenerationTask
+
+    monkeypatch.setattr(fid, "sgemm_rate", lambda: 100e9)
+    t = GenerationTask()
+    t.n_private, t.shape = 60000, (1, 28, 28)
+    rcfg = compose_config(["dataset=mnist", "task.eval_models=[logreg]", "task.fid=true", "trainer.device=cpu",
+                           "task.fid_samples=10000"])
+    _, what = t.evaluation_estimate(rcfg, evaluating=True)
+    assert "task.eval_models changes that" in what and "task.fid_samples=<fewer> changes that" in what
+    assert "task.fidelity" not in what and "task.n_synthetic" not in what and "task.fid=false" not in what
+    compose_config(["task=evaluate", "task.run=/tmp/r", "task.eval_models=[logreg]", "task.fid_samples=300"])
