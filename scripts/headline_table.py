@@ -108,7 +108,7 @@ def evaluation_fields(folder: Path, m: Dict[str, Any]) -> Dict[str, Any]:
         blocks = m.get("dpimagebench") or []
         if blocks and isinstance(blocks[0], dict):
             b = blocks[0]
-            c = b.get("counts") or {}
+            c = b.get("resnet") or {}  # the block's ResNet entry holds its depth and epochs
             out["dib_counts"] = (f"{b.get('n_synthetic')} synthetic, ResNet-{c.get('depth')} x {c.get('epochs')} ep, "
                                  f"FID vs {b.get('fid_real')} train")
         else:  # evaluations before the block was kept: the counts the evaluation was given
@@ -185,7 +185,9 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
                   "| FID vs test (n) | P / R vs test | ResNet (DIB) | FID vs train (DIB) | P / R (DIB) | DIB counts |",
                   "|" + "---|" * 16]
         for r in (r for r in rows if r["dataset"] == ds):
-            eps = f"{_fmt(r['epsilon'])} ({_fmt(r['delta'])})"
+            e = r["epsilon"]  # a spent epsilon to 4 decimals (9.9974 is not 10)
+            eps = f"{e:.4f} ({_fmt(r['delta'])})" if isinstance(e, float) and r["source"].startswith("dpgen") else \
+                f"{_fmt(e)} ({_fmt(r['delta'])})"
             fid = f"{_fmt(r.get('fid_test'))} ({_fmt(r.get('fid_test_samples'))})" if r.get("fid_test") else "-"
             lines.append("| " + " | ".join([
                 _fmt(r["row"]), r["source"], _fmt(r["public_data"]), eps, _fmt(r.get("steps")),

@@ -73,7 +73,7 @@ def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
     _run_folder(tmp_path / "runs" / "ev_dib", {
         "task": "evaluate", "run": str(run), "protocol": "dpimagebench", "fidelity_counts": {"fid_samples": None},
         "summary": {"dpimagebench_resnet": {"mean": 92.0}, "dpimagebench_fid": {"mean": 45.0}},
-        "dpimagebench": [{"n_synthetic": 5000, "fid_real": 5000, "counts": {"depth": 20, "epochs": 10}}]})
+        "dpimagebench": [{"n_synthetic": 5000, "fid_real": 5000, "resnet": {"depth": 20, "epochs": 10}}]})
     _run_folder(tmp_path / "runs" / "ev_restored", {
         "task": "evaluate", "run": str(run), "restorer": {"public_dataset": "usps", "file": "r.pt"},
         "fidelity_counts": {"fid_samples": 10000},
