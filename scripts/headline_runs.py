@@ -18,9 +18,9 @@ is the preset's (each preset's comment says where it was chosen).
         [--out outputs/headline] [--dry-run]
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
-Measured on this 2-core CPU (one thread each): dpsinkhorn_best_mnist 150 min of training, dpmerf_best_mnist 8 min,
-dpkernel_mnist about 160 min (0.109 s/step on 2 idle threads); the papers' evaluation 15-30 min a row, the
-DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
+Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread),
+dpmerf_best_mnist 8 min, dpkernel_mnist 116 min (make bench projects 112 / 3.5 / 93 min on 2 idle threads); the
+papers' evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
 """
 
 from __future__ import annotations
