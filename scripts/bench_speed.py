@@ -29,7 +29,8 @@ repeats, with a CUDA synchronize around every timed call on a GPU:
   secure_noise      privacy.secure_rng's cost: 1e6 N(0, 1) draws and DP-Sinkhorn's per-record release (batch 50, 10 x 10
                     DCT of 28 x 28) | torch.randn from a torch.Generator vs the OS CSPRNG (dpgen.utils.noise)
   da_steps          domain adaptation U-M steps/s (DP-SWD frame, DP-DANN) on the preset's networks
-  headline_training issue 86's generators side by side (dpsinkhorn_best_mnist, dpmerf_best_mnist, dpkernel_mnist),
+  headline_training issue 86's generators side by side (dpsinkhorn_best_mnist, dpmerf_best_mnist, dpkernel_mnist,
+                    dpkernel_proxy_mnist),
                     each in its own child process on 60,000 random MNIST-sized records: s/step, the full preset's
                     training time projected, peak memory (resident / CUDA allocator) | floor: one step's matrix-
                     product FLOPs (torch's FlopCounterMode) / sgemm rate measured in the same run
@@ -718,7 +719,7 @@ def bench_allocator(steps):
     return rows
 
 HEADLINE = (("dpsinkhorn_best", "dpsinkhorn_best_mnist"), ("dpmerf_best", "dpmerf_best_mnist"),
-            ("dpkernel", "dpkernel_mnist"))
+            ("dpkernel", "dpkernel_mnist"), ("dpkernel_proxy", "dpkernel_proxy_mnist"))
 
 
 def _headline_child(experiment: str, steps: int) -> None:
