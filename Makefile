@@ -53,7 +53,7 @@ help:
 	@echo "device-prepare            what a lent GPU session carries (.whl: cp312 wheels, .gpu: packed FID weights, data, RUNS=\"<run folders>\" for their 60k FID); then there: bash scripts/device/gpu_session.sh (docs/SPEED.md)"
 	@echo "bench-swd                 DP-SWD loss forward+backward vs POT and the matmul+sort floor"
 	@echo "tables                    every table/figure that needs no dataset (< 60 s)"
-	@echo "headline                  issue 86's headline rows (ours, DP-MERF, DP-Kernel on MNIST and Fashion-MNIST) trained and evaluated under both protocols, resumable, then tabled: SCALE=cpu|paper (DPImageBench's counts), DATA_ROOT=, ARGS=\"--datasets mnist --only dpkernel_mnist --restorer <file.pt>\" -> outputs/headline/headline.{csv,md} (hours on a CPU: scripts/headline_runs.py)"
+	@echo "headline                  issue 86's headline rows (ours, DP-MERF, DP-Kernel on MNIST and Fashion-MNIST, + DP-Kernel with the proxy's settings on MNIST) trained and evaluated under both protocols, resumable, then tabled: SCALE=cpu|paper (DPImageBench's counts), DATA_ROOT=, ARGS=\"--datasets mnist --only dpkernel_mnist --restorer <file.pt>\" -> outputs/headline/headline.{csv,md} (hours on a CPU: scripts/headline_runs.py)"
 	@echo "table-headline            issue 86's generators under both protocols, DPImageBench's reported rows beside them: RUNS=\"<folders of runs>\" (training runs and the task=evaluate runs of them) -> outputs/tables/headline.{csv,md}"
 	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
 	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
