@@ -89,6 +89,8 @@ ALLOWED_DIRECT_READS = {
                                   "(dpgen.privacy.local), the paper's protocol on a public benchmark",
     "scripts/public_restorer.py": "a post-processing learnt on a public proxy's training split (usps, digits; any "
                                   "other dataset is refused: tests/test_public_restorer.py)",
+    "scripts/dpkernel_proxy_snr.py": "reads USPS only, the public proxy, by a fixed name (no dataset option): DP-Kernel's "
+                                     "signal and noise measured there to pick its settings",
 }
 
 
