@@ -106,7 +106,7 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
 
     plan = headline_runs.steps("cpu", ["mnist", "fashion_mnist"], [0], tmp_path)
     trains = [a for what, a, _ in plan if what.startswith("train")]
-    assert len(trains) == 7 and len(plan) == 14
+    assert len(trains) == 8 and len(plan) == 16
     for argv in trains:
         cfg = compose_config([a for a in argv if not a.startswith("hydra.")])
         assert cfg.task.fid_samples == 10000 and cfg.resume == "auto" and cfg.privacy.epsilon == 10
