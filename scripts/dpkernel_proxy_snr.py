@@ -57,16 +57,6 @@ def noise_norm(tau: float, dim: int, bandwidths: Sequence[float]) -> float:
     return float(tau) * math.sqrt(dim * sum(1.0 / float(s) ** 2 for s in bandwidths))
 
 
-def blur(x: torch.Tensor, px: float) -> torch.Tensor:
-    """A Gaussian blur of std ``px`` pixels of images (n, 1, h, w): public post-processing for the stand-in."""
-    r = int(math.ceil(3 * px))
-    t = torch.arange(-r, r + 1, dtype=x.dtype)
-    k = torch.exp(-t ** 2 / (2 * px * px))
-    k = k / k.sum()
-    out = torch.nn.functional.conv2d(x, k.view(1, 1, 1, -1), padding=(0, r))
-    return torch.nn.functional.conv2d(out, k.view(1, 1, -1, 1), padding=(r, 0))
-
-
 def mean_signal(points: torch.Tensor, labels: torch.Tensor, real: torch.Tensor, real_labels: torch.Tensor,
                 bandwidths: Sequence[float], batch: int, draws: int, generator: torch.Generator,
                 directions: Optional[torch.Tensor] = None) -> Tuple[float, float]:
@@ -150,6 +140,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from dpgen.data import load_dataset
     from dpgen.data.base import as_tensors
+    from dpgen.models.restorer import blur
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     x, y = as_tensors(load_dataset("usps", "train", resize=20, pad=4))
     xt, yt = as_tensors(load_dataset("usps", "test", resize=20, pad=4))
