@@ -8,16 +8,18 @@ vanishes (exp(-D^2 / 2 s^2), D the distance to the nearest record of the class).
 records framed as MNIST (resize 20, pad 4: the public proxy of docs/SETTINGS.md) and at the noise the full
 private data set would need (sigma calibrated to (epsilon, delta) for n records at q = B / n over T steps):
 
-* signal: the mean norm of the clean witness gradient at "generated" points from a Poisson batch of expected size
-  B of USPS training records, at two stand-ins for a generator: USPS test records (a generator that has converged)
-  and those records blurred (a generator that draws the shape but not the stroke);
-* noise: tau sqrt(d sum_s 1 / s^2) (checked against draws of :func:`dpgen.methods.dpkernel.gradient_noise` in the
-  tests);
-* their ratio per step, and that ratio times sqrt(T): what T steps of averaging could reach if the signal kept its
+* signal: the clean witness gradient at stand-ins for generated samples, from Poisson batches of expected size B of
+  USPS training records: its mean norm at USPS test records (a generator that has converged) and at those records
+  blurred (one that draws the shape but not the stroke), and, at the blurred ones, its component toward the sharp
+  record: the detail a generator has to learn;
+* noise: tau sqrt(d sum_s 1 / s^2) in all, tau sqrt(sum_s 1 / s^2) along one direction (checked against draws of
+  :func:`dpgen.methods.dpkernel.gradient_noise` in the tests);
+* the detail ratio per step, and times sqrt(T): what T steps of averaging could reach if the signal kept its
   direction (an upper bound, not a prediction of FID).
 
-No private record is read: only USPS (public) and the public constants n, epsilon, delta. The rule this script
-applies is fixed in :data:`RULE`; it ranks settings, a proxy training run then judges the pick (docs/SETTINGS.md).
+No private record is read: only USPS (public, by a fixed name) and the public constants n, epsilon, delta. The rule
+this script applies is :data:`RULE`; it ranks settings, and the picked preset's own training run says whether it
+learns (docs/DPKERNEL.md).
 
     DPGEN_DATA_ROOT=../shared/data python scripts/dpkernel_proxy_snr.py [--n 60000] [--epsilon 10]
         [--delta 1.5149e-6] [--epochs 50] [--out experiments/fidelity/dpkernel_proxy_snr]
@@ -141,6 +143,7 @@ def main(argv=None) -> int:
     from dpgen.data import load_dataset
     from dpgen.data.base import as_tensors
     from dpgen.models.restorer import blur
+    from dpgen.utils.io import atomic_write_text
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     x, y = as_tensors(load_dataset("usps", "train", resize=20, pad=4))
     xt, yt = as_tensors(load_dataset("usps", "test", resize=20, pad=4))
@@ -154,13 +157,9 @@ def main(argv=None) -> int:
     payload = {"rule": RULE, "proxy": "usps (resize 20, pad 4)", "n": args.n, "epsilon": args.epsilon,
                "delta": args.delta, "epochs": args.epochs, "points": args.points, "draws": args.draws,
                "blur_px": args.blur, "rows": rows}
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, out.with_suffix(".json"))
+    atomic_write_text(out.with_suffix(".json"), json.dumps(payload, indent=1))
     md = markdown(rows, args)
-    tmp = out.with_suffix(".md.tmp")
-    tmp.write_text(md)
-    os.replace(tmp, out.with_suffix(".md"))
+    atomic_write_text(out.with_suffix(".md"), md)
     print(md)
     return 0
 
