@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from dpgen.train.run_record import read_run  # noqa: E402  (a step is done when its folder says finished)
 
 #: ours, DP-MERF, DP-Kernel at DPImageBench's settings, and DP-Kernel with the settings the USPS proxy picked
 #: (docs/DPKERNEL.md, "Settings that can learn, picked on the public proxy"; carried over to Fashion-MNIST without a clothing proxy)
@@ -104,9 +108,12 @@ def main(argv=None) -> None:
                  tuple(float(e) for e in args.epsilons.split(",")))
     for what, argv_run, done in plan:
         cmd = [sys.executable, str(ROOT / "run.py"), *argv_run]
-        if (done / "metrics.json").exists():
+        status = read_run(done).status
+        if status == "finished":
             print(f"[headline] done already: {what} ({done})", flush=True)
             continue
+        if status in ("evaluating", "stale", "interrupted"):
+            print(f"[headline] resuming ({status}): {what} ({done})", flush=True)
         print(f"[headline] {what}:\n  {' '.join(cmd)}", flush=True)
         if not args.dry_run:
             rc = subprocess.run(cmd, cwd=ROOT).returncode

@@ -121,6 +121,14 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
     headline_runs.main(["--datasets", "mnist", "--only", "dpmerf_best_mnist", "--out", str(tmp_path), "--dry-run"])
     out = capsys.readouterr().out
     assert "done already: train dpmerf_best_mnist seed 0" in out and "dpimagebench" in out
+    # a training run whose fidelity pass was cut off has a metrics.json too: it is resumed, not skipped
+    (done / "metrics.json").write_text('{"steps": 3000, "evaluation_complete": false}')
+    (done / "checkpoints").mkdir()
+    import torch
+    torch.save({"step": 3000}, done / "checkpoints" / "last.pt")
+    headline_runs.main(["--datasets", "mnist", "--only", "dpmerf_best_mnist", "--out", str(tmp_path), "--dry-run"])
+    out = capsys.readouterr().out
+    assert "done already" not in out and "resuming (evaluating): train dpmerf_best_mnist seed 0" in out
     for bad, kwargs in (("--scale 'gpu'", {"scale": "gpu", "datasets": ["mnist"]}),
                         ("'celeba'", {"scale": "cpu", "datasets": ["celeba"]}),
                         ("dpswd_mnist_c", {"scale": "cpu", "datasets": ["mnist"], "only": ["dpswd_mnist_c"]})):
