@@ -10,8 +10,9 @@ public proxy) and seed:
      ``--scale cpu`` a CPU's (5,000 synthetic, ResNet-20 for 10 epochs, FID vs 5,000 training records);
   3. with ``--restorer <file.pt>``, the MNIST OT row again through that public-data restorer, both protocols in
      one evaluation (its row says "with public data");
-then ``scripts/headline_table.py`` writes ``<out>/headline.{csv,md}``. A step whose folder already holds
-``metrics.json`` is skipped, so the command resumes where it stopped. Nothing here selects anything: every setting
+then ``scripts/headline_table.py`` writes ``<out>/headline.{csv,md}``. A step whose run has finished (its
+evaluation included) is skipped, and one cut off in training or in its evaluation resumes, so the command goes on
+where it stopped. Nothing here selects anything: every setting
 is the preset's (each preset's comment says where it was chosen).
 
     DPGEN_DATA_ROOT=../shared/data python scripts/headline_runs.py [--scale cpu|paper] [--datasets mnist]
@@ -20,8 +21,8 @@ is the preset's (each preset's comment says where it was chosen).
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
 Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread),
-dpmerf_best_mnist 8 min, dpkernel_mnist 116 min (make bench projects 112 / 3.5 / 93 min on 2 idle threads); the
-papers' evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
+dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings (make bench
+projects 105 / 3.0 / 83 / 92 min on 2 idle threads, docs/SPEED.md); the papers' evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ DIB_COUNTS = {"cpu": ["task.dpimagebench.n_synthetic=5000", "task.dpimagebench.f
 
 def steps(scale: str, datasets: List[str], seeds: List[int], out: Path, only: Optional[List[str]] = None,
           restorer: Optional[str] = None, epsilons: Tuple[float, ...] = (10.0,)) -> List[Tuple[str, List[str], Path]]:
-    """(what, run.py arguments, the folder whose metrics.json marks it done), in the order to run them."""
+    """(what, run.py arguments, the step's run folder: done when its run reads "finished"), in the order to run them."""
     if scale not in DIB_COUNTS:
         raise SystemExit(f"--scale {scale!r} is invalid: use cpu (a CPU's DPImageBench counts) or paper (theirs)")
     unknown = [d for d in datasets if d not in PRESETS]
