@@ -21,7 +21,8 @@ is the preset's (each preset's comment says where it was chosen).
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
 Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread),
-dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings (make bench
+dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings
+(dpkernel_proxy_fmnist 90 min on two idle threads; make bench
 projects 105 / 3.0 / 83 / 92 min on 2 idle threads, docs/SPEED.md); the papers' evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
 """
 
