@@ -12,8 +12,8 @@ public proxy) and seed:
      one evaluation (its row says "with public data");
 then ``scripts/headline_table.py`` writes ``<out>/headline.{csv,md}``. A step whose run has finished (its
 evaluation included) is skipped, and one cut off in training or in its evaluation resumes, so the command goes on
-where it stopped. Nothing here selects anything: every setting
-is the preset's (each preset's comment says where it was chosen).
+where it stopped. Nothing here selects anything: every setting is the preset's (each preset's comment says where
+it was chosen).
 
     DPGEN_DATA_ROOT=../shared/data python scripts/headline_runs.py [--scale cpu|paper] [--datasets mnist]
         [--only dpkernel_mnist,...] [--seeds 0] [--epsilons 10,1] [--restorer outputs/restorer/usps_as_mnist_band10_blur1.0.pt]
@@ -21,9 +21,10 @@ is the preset's (each preset's comment says where it was chosen).
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
 Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread),
-dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings
-(dpkernel_proxy_fmnist 90 min on two idle threads; make bench
-projects 105 / 3.0 / 83 / 92 min on 2 idle threads, docs/SPEED.md); the papers' evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row (docs/RUNS.md).
+dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings; the papers'
+evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row. On two idle threads:
+dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each; make bench projects 105 / 3.0 / 83 / 92 min of training
+for ours / DP-MERF / DP-Kernel / DP-Kernel with the proxy's pick (docs/SPEED.md, docs/RUNS.md).
 """
 
 from __future__ import annotations
