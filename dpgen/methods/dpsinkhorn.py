@@ -22,7 +22,7 @@ import torch.nn as nn
 from dpgen.losses.sinkhorn import conditional_rows, record_terms, row_box_diameter, sinkhorn_divergence
 from dpgen.methods.base import GenerativeMethod, ledger_for, poisson_gaussian
 from dpgen.methods.registry import DataInfo, register
-from dpgen.privacy.clipping import clipped_sum
+from dpgen.privacy.clipping import clipped_pair_sum, clipped_sum
 from dpgen.privacy.image_gradient import ImageGradientMechanism, PerSampleGradientMechanism
 from dpgen.utils.labels import label_in_range
 from dpgen.privacy.mechanisms import SubsampledGaussian, accountant_for
@@ -420,9 +420,11 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             n = int(batch.real.shape[0])
             self.last_real_batch = n
             norms = []
-            for grads in self.record_code_gradients(gen, code.detach(), y_fake, batch.real, batch.y,
-                                                    chunk=self.record_chunk(n, code)):
-                (part,), nrm = clipped_sum([grads], self.mechanism.clip)
+            parts = (self.record_code_pair_sums(gen, code.detach(), y_fake, batch.real, batch.y)
+                     if callable(gen.decode_vjp) else
+                     (clipped_sum([grads], self.mechanism.clip) for grads in self.record_code_gradients(
+                         gen, code.detach(), y_fake, batch.real, batch.y, chunk=self.record_chunk(n, code))))
+            for (part,), nrm in parts:
                 total = total + part
                 norms.append(nrm)
             self.last_norms = torch.cat(norms)  # kept in memory
@@ -462,6 +464,49 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
                 py = gen.decode_vjp(rows[:, :d_img].reshape(rows.shape[0], *x.shape[1:]))  # [k, |code|]
                 yield (2.0 * w.unsqueeze(2) * (px.unsqueeze(0) - py.unsqueeze(1))).reshape(
                     rows.shape[0], *code.shape)
+
+    def record_code_pair_sums(self, gen, code: torch.Tensor, y_fake, real, y_real):
+        """Yields (the float64 sum of the clipped d g_i / d ``code`` [*code.shape],), their norms before clipping,
+        for the real records, a chunk at a time (:meth:`pair_chunk`): a generator with a fixed linear decode
+        (``decode_vjp``), whose record gradients :meth:`record_code_gradients` gives in closed form,
+        2 w_ij (P x_j - P y_i), summed by :func:`dpgen.privacy.clipping.clipped_pair_sum` without forming the
+        k x m x |code| tensor (the same numbers up to float64 rounding; a test compares them). A record with a
+        non-finite value or term, or a label out of range, contributes 0, as in :meth:`finite_records`, whose
+        term test this shares the costs of (one cdist per chunk)."""
+        with torch.no_grad():
+            x = gen.decode(code)
+            self._check(x, real)
+            rf = self.rows(x, y_fake)
+            rr = self.rows(real, y_real)
+            keep = torch.isfinite(rr).all(dim=1)
+            labels = self.label_mask(y_real)
+            if labels is not None:
+                keep = keep & labels
+            zero = torch.zeros((), dtype=rr.dtype, device=rr.device)
+            rr = torch.where(keep.unsqueeze(1), rr, zero)
+            d_img = math.prod(x.shape[1:])
+            m = x.shape[0]
+            px = gen.decode_vjp(x).reshape(m, -1)  # [m, |code sample|]
+            n = rr.shape[0]
+            k = self.pair_chunk(n, code)
+            for start in range(0, n, k):
+                logits = -torch.cdist(rr[start:start + k], rf).pow(2) / self.epsilon_reg  # [k, m]
+                # the record's term is -eps (logsumexp - log m): finite or the record is dropped
+                ok = (keep[start:start + k] & torch.isfinite(torch.logsumexp(logits, dim=1))).unsqueeze(1)
+                w = torch.where(ok, torch.softmax(logits, dim=1), zero)
+                rows = torch.where(ok, rr[start:start + k], zero)
+                py = gen.decode_vjp(rows[:, :d_img].reshape(rows.shape[0], *x.shape[1:])).reshape(rows.shape[0], -1)
+                total, norms = clipped_pair_sum(w, px, py, self.mechanism.clip, scale=2.0)
+                yield (total.reshape(code.shape),), norms
+
+    #: float64 numbers one chunk of :meth:`record_code_pair_sums` may hold per array (about 32 MB)
+    PAIR_CHUNK_FLOATS = 2 ** 22
+
+    def pair_chunk(self, n: int, code: torch.Tensor) -> int:
+        """Records per chunk of :meth:`record_code_pair_sums`: k with k x (m + |code sample|) <= PAIR_CHUNK_FLOATS
+        (m generated samples); shapes only, nothing read from the records."""
+        m, per = code.shape[0], math.prod(code.shape[1:])
+        return max(1, min(max(n, 1), self.PAIR_CHUNK_FLOATS // (m + per)))
 
     #: floats one chunk of per-record gradients may hold (costs and gradients; about 32 MB in float32)
     RECORD_CHUNK_FLOATS = 2 ** 23

@@ -16,7 +16,8 @@ ghost clipping, below). It cannot cover the rounding of a float32 *sum* of the c
 with the batch n (~n 2^-24 C per coordinate): when a batch of n = 500 or 1,000 identical records got one more
 copy, the float32 sums moved by up to 1.0000865 C (one coordinate), 1.000025 C (DP-Sinkhorn's per-record
 release), 1.000054 C (ghost clipping); issue 83 saw 1.0000101 C at n = 640. So every clipped sum is accumulated
-in float64 (:func:`clipped_sum`, the single way one is formed; :mod:`dpgen.privacy.per_sample` runs the ghost clipping's
+in float64 (:func:`clipped_sum`, the one way formed contributions are summed, and :func:`clipped_pair_sum`, the same
+sum of contributions of one closed form that it never forms; :mod:`dpgen.privacy.per_sample` runs the ghost clipping's
 summing pass on a float64 copy), the Gaussian noise is added to the float64 sum, and only then the release is
 rounded to the working dtype (:func:`release_sum`): that rounding is post-processing of the release. A float64 sum
 of n contributions rounds by ~n 2^-53 relative (1e-13 at n = 1,000), far inside the margin; the largest shift
@@ -99,9 +100,46 @@ def clipped_sum(grads: List[torch.Tensor], clip: float) -> Tuple[List[torch.Tens
     """The sums over the samples of :func:`clip_per_sample`'s clipped gradients (one per tensor of ``grads``,
     ``[n, *shape]`` -> ``[*shape]``), accumulated in float64 (module doc: a float32 sum of n records moves by
     up to ~n 2^-24 C when one more joins); and the norms before clipping. The single way a clipped sum of
-    per-record contributions is formed: add the noise to these float64 sums with :func:`release_sum`."""
+    formed per-record contributions is made (:func:`clipped_pair_sum`: of contributions of one closed form, never
+    formed): add the noise to these float64 sums with :func:`release_sum`."""
     clipped, norms = clip_per_sample(grads, clip)
     return [c.sum(0, dtype=torch.float64) for c in clipped], norms
+
+
+def clipped_pair_sum(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor, clip: float,
+                     scale: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`clipped_sum` of the per-record contributions G_i = ``scale`` w_i (a - b_i) ([m, p]: row j is
+    ``scale`` w_ij (a_j - b_i); ``w`` [n, m], ``a`` [m, p], ``b`` [n, p]) without forming the n x m x p tensor:
+    ||G_i||^2 = scale^2 sum_j w_ij^2 ||a_j - b_i||^2 and sum_i s_i G_i = scale (sum_i s_i w_i) a - scale (s w)^T b,
+    matrix products in float64 (s_i: :func:`clip_factors`). DP-Sinkhorn's per-record release on a linear decode
+    has this form (``dpgen.methods.dpsinkhorn``): about 4 n m p operations, where the formed tensor costs several
+    passes over n m p floats in memory.
+
+    Every number is the one the formed tensor gives, up to float64 rounding: the squared distances are expanded
+    around the mean of ``a`` (their cancellation is then ~1e-16 of the points' spread around it, far inside
+    :data:`CLIP_MARGIN`). A contribution that would not be finite maps to 0, as :func:`clip_per_sample` maps it:
+    a record with a non-finite weight or coordinate, a norm that overflows, and every record when ``a`` has a
+    non-finite value (each G_i then holds one: 0 x inf is NaN). Returns the float64 sum [m, p] and the norms
+    before clipping [n] (float64, inf or NaN where the contribution is not finite; kept in memory: they are
+    computed from private records). No host read."""
+    clip = check_positive(clip, "clip", "the per-record clipping bound C")
+    w, a, b = (t.detach().to(torch.float64) for t in (w, a, b))
+    zero = torch.zeros((), dtype=torch.float64, device=a.device)
+    a_ok = torch.isfinite(a).all()
+    a = torch.where(a_ok, a, zero)
+    centre = a.mean(0, keepdim=True) if a.shape[0] else torch.zeros_like(a[:1])
+    a, b = a - centre, b - centre
+    rows_ok = torch.isfinite(w).all(1) & torch.isfinite(b).all(1) & a_ok
+    w = torch.where(rows_ok.unsqueeze(1), w, zero)
+    b = torch.where(rows_ok.unsqueeze(1), b, zero)
+    d2 = ((a * a).sum(1).unsqueeze(0) + (b * b).sum(1).unsqueeze(1) - 2.0 * (b @ a.t())).clamp_min(0.0)  # [n, m]
+    norms = abs(float(scale)) * ((w * w) * d2).sum(1).sqrt()
+    norms = torch.where(rows_ok, norms, torch.full_like(norms, float("nan")))
+    factor = clip_factors(norms, clip)
+    factor = torch.where(factor >= torch.finfo(torch.float64).tiny, factor, zero)
+    sw = torch.where(factor.unsqueeze(1) > 0, factor.unsqueeze(1) * w, zero)  # [n, m]
+    total = float(scale) * (sw.sum(0).unsqueeze(1) * a - sw.t() @ b)
+    return total, norms
 
 
 def release_sum(total: torch.Tensor, noise: torch.Tensor, std: float, dtype: torch.dtype) -> torch.Tensor:
@@ -120,5 +158,5 @@ def finite_gradients(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
     return torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
 
-__all__ = ["CLIP_MARGIN", "clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "clipped_sum",
-           "finite_gradients", "l2_norms", "release_sum", "scale_finite"]
+__all__ = ["CLIP_MARGIN", "clip_factors", "clip_per_sample", "clip_rows", "clip_whole", "clipped_pair_sum",
+           "clipped_sum", "finite_gradients", "l2_norms", "release_sum", "scale_finite"]

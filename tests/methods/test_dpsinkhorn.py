@@ -863,9 +863,9 @@ def test_per_record_release_in_chunks_equals_the_release_at_once(monkeypatch):
     real[3].view(-1)[0] = float("nan")  # a non-finite record in one of the chunks
     m.rng = torch.Generator().manual_seed(9)
     whole = _release(m, gen, real, y)
-    assert m.record_chunk(13, torch.zeros(6, 1, 4, 4)) == 13
-    monkeypatch.setattr(type(m), "RECORD_CHUNK_FLOATS", 6 * (3 + 16) * 3)  # chunks of 3 records (13 = 3+3+3+3+1)
-    assert m.record_chunk(13, torch.zeros(6, 1, 4, 4)) == 3
+    assert m.pair_chunk(13, torch.zeros(6, 16)) == 13
+    monkeypatch.setattr(type(m), "PAIR_CHUNK_FLOATS", 3 * (6 + 16))  # chunks of 3 records (13 = 3+3+3+3+1)
+    assert m.pair_chunk(13, torch.zeros(6, 16)) == 3
     m.rng = torch.Generator().manual_seed(9)
     chunked = _release(m, gen, real, y)
     assert torch.allclose(whole, chunked, atol=1e-6) and torch.isfinite(chunked).all()
@@ -900,6 +900,26 @@ def test_per_record_closed_form_for_the_dct_decode_equals_autograd():
     assert (fast[4] == 0).all() and fast.abs().sum() > 0
     chunks = torch.cat(list(m.record_code_gradients(gen, code, y_fake, real, y, chunk=4)))
     assert torch.allclose(chunks, fast)
+
+
+def test_per_record_release_sums_the_formed_gradients_clipped():
+    """The release sums the closed-form record gradients without forming them (``clipping.clipped_pair_sum``):
+    the same clipped sum and norms as forming them (:meth:`record_code_gradients`) and clipping each with
+    ``clipped_sum``, with clamped pixels, a non-finite record, records far enough to be clipped and near ones."""
+    from dpgen.privacy.clipping import clipped_sum
+
+    m, gen = _per_record(clip=0.5, batch_size=4)
+    real, y = _batch(11, seed=4)
+    real[2].view(-1)[7] = float("nan")
+    real[5] = real[5] * 40  # far: clipped
+    torch.manual_seed(3)
+    code, y_fake = gen.sample_code(7)
+    code = code.detach() * 3
+    (formed,), norms = clipped_sum([torch.cat(list(m.record_code_gradients(gen, code, y_fake, real, y)))], 0.5)
+    ((fast,), fast_norms), = list(m.record_code_pair_sums(gen, code, y_fake, real, y))
+    assert fast.dtype == torch.float64 and fast.shape == code.shape
+    assert torch.allclose(fast, formed, rtol=1e-5, atol=1e-6) and fast.abs().sum() > 0
+    assert torch.allclose(fast_norms.float(), norms, rtol=1e-5) and fast_norms[2] == 0 and fast_norms[5] > 0.5
 
 
 # ---- model.dct_project: another generator's images projected onto DCT coefficients ----------------------------

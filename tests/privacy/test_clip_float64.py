@@ -111,14 +111,16 @@ def _sinkhorn():
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_dpsinkhorn_release_per_record_moves_by_at_most_C(released, n):
-    """``DPSinkhorn.release_per_record`` (its closed-form record gradients, chunks of records summed into a float64
-    running total): a batch of n copies of one record, then n + 1; the records: digits, and generated samples
-    shifted by 0.2 (their gradient sits on few coordinates)."""
+def test_dpsinkhorn_release_per_record_moves_by_at_most_C(released, n, monkeypatch):
+    """``DPSinkhorn.release_per_record`` (its closed-form record gradients summed by
+    ``clipping.clipped_pair_sum``, chunks of records summed into a float64 running total): a batch of n copies of
+    one record, then n + 1; the records: digits, and generated samples shifted by 0.2 (their gradient sits on few
+    coordinates)."""
     from dpgen.data import load_dataset
 
     m, gen, code, y_fake = _sinkhorn()
-    assert m.record_chunk(n, code) < n  # several chunks: the running total is exercised
+    monkeypatch.setattr(type(m), "PAIR_CHUNK_FLOATS", 128 * (30 + 64))  # chunks of 128 records
+    assert m.pair_chunk(n, code) < n  # several chunks: the running total is exercised
     X, Y = load_dataset("digits", "train").tensors
     fake = gen.decode(code).detach()
     records = [(X[i:i + 1].float(), Y[i:i + 1].long()) for i in range(12)]
@@ -200,4 +202,61 @@ def test_ghost_clipping_one_coordinate_moves_by_at_most_C(n):
         sums = {k: ghost(torch.full((k, 1), 5.0))[0] for k in (n, n + 1)}
         assert sums[n][0].dtype == torch.float64
         shifts.append(_shift(sums[n], sums[n + 1], clip))
+    assert max(shifts) <= 1.0
+
+
+@pytest.mark.parametrize("case", ["plain", "non-finite record", "non-finite weight", "non-finite point", "huge"])
+def test_clipped_pair_sum_is_clipped_sum_of_the_formed_contributions(case):
+    """``clipping.clipped_pair_sum`` (G_i = 2 w_i (a - b_i), never formed) gives ``clipped_sum`` of the formed G_i:
+    the sum within float32 rounding of the formed tensor, each norm likewise, and 0 for every contribution the
+    formed tensor holds a non-finite value in (a non-finite a_j puts one in every G_i). "huge": a record at 1e19
+    overflows the formed float32 norm (so ``clipped_sum`` drops it) but not the float64 one (so it is clipped to
+    C): both bound it by C; DP-Sinkhorn drops such a record before either (its term is not finite)."""
+    g = torch.Generator().manual_seed(7)
+    n, m, p, clip = 37, 11, 9, 0.7
+    w = torch.softmax(torch.randn(n, m, generator=g) * 5, 1)
+    a = torch.randn(m, p, generator=g) * 3 + 10  # off-centre points: the expansion's cancellation
+    b = torch.randn(n, p, generator=g) * 3 + 10
+    if case == "non-finite record":
+        b[4, 2] = float("inf")
+    if case == "non-finite weight":
+        w[7, 3] = float("nan")
+    if case == "non-finite point":
+        a[2, 1] = float("nan")
+    if case == "huge":
+        b[5] = 1e19
+    formed = 2.0 * w.unsqueeze(2) * (a.unsqueeze(0) - b.unsqueeze(1))
+    (ref,), ref_norms = clipping.clipped_sum([formed], clip)
+    total, norms = clipping.clipped_pair_sum(w, a, b, clip, scale=2.0)
+    assert total.dtype == norms.dtype == torch.float64 and total.shape == (m, p) and torch.isfinite(total).all()
+    finite = torch.isfinite(ref_norms)
+    if case == "huge":
+        assert not finite[5] and torch.isfinite(norms[5]) and norms[5] > clip
+        ref = ref + clipping.scale_finite(formed[5:6].double(), clipping.clip_factors(norms[5:6], clip))[0]
+        finite[5] = True
+    assert torch.equal(torch.isfinite(norms), finite)
+    both = torch.isfinite(ref_norms)
+    assert torch.allclose(norms[both], ref_norms[both].double(), rtol=1e-6)
+    assert torch.allclose(total, ref, rtol=1e-6, atol=1e-6 * clip)
+    if case == "non-finite point":
+        assert (total == 0).all()
+    # the norm is the formed float64 tensor's to float64 rounding (far inside CLIP_MARGIN)
+    exact = (2.0 * w.double().unsqueeze(2) * (a.double().unsqueeze(0) - b.double().unsqueeze(1))).flatten(1).norm(dim=1)
+    ok = torch.isfinite(exact)
+    assert torch.allclose(norms[ok], exact[ok], rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_clipped_pair_sum_moves_by_at_most_C(n):
+    """n copies of one record, then n + 1: the float64 pair sum moves by at most C, no tolerance."""
+    g = torch.Generator().manual_seed(11)
+    m, p = 30, 64
+    a = torch.rand(m, p, generator=g) * 4
+    shifts = []
+    for clip in CLIPS:
+        b = torch.rand(1, p, generator=g) * 4
+        w = torch.softmax(torch.randn(1, m, generator=g), 1)
+        s = [clipping.clipped_pair_sum(w.expand(k, m), a, b.expand(k, p), clip, scale=2.0) for k in (n, n + 1)]
+        assert bool((s[0][1] > clip).all())
+        shifts.append(_shift(s[0][0], s[1][0], clip))
     assert max(shifts) <= 1.0
