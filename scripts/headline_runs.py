@@ -23,8 +23,9 @@ it was chosen).
 Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread),
 dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings; the papers'
 evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row. On two idle threads:
-dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each; make bench projects 105 / 3.0 / 83 / 92 min of training
-for ours / DP-MERF / DP-Kernel / DP-Kernel with the proxy's pick (docs/SPEED.md, docs/RUNS.md).
+dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each. make bench projects 22 / 4.8 / 189 / 233 min of training
+for ours / DP-MERF / DP-Kernel / DP-Kernel with the proxy's pick on a day this CPU ran sgemm at 179 GFLOP/s (ours
+was 105 min before its per-record release stopped forming the records' gradients; docs/SPEED.md, docs/RUNS.md).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_bench_headline_child_reports_speed_memory_and_floor(capsys):
 
     bench_speed._headline_child("dpkernel_mnist", 1)
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert res["steps_per_second"] > 0 and res["peak_mb"] > 0
+    assert res["steps_per_second"] > 0 and res["run_steps_per_second"] > 0 and res["peak_mb"] > 0
     assert res["preset_steps"] == 50000  # read from the preset, not the override
     assert res["flops_per_step"] > 1e9  # the DCGAN at batch 60 is ~19 GFLOP forward + backward
 
