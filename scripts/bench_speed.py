@@ -257,9 +257,7 @@ def bench_eval(repeats, quick):
     """Downstream evaluation on MNIST-size synthetic data (the papers' protocol: 60,000 samples, 10 % held
     out): one training epoch of the MLP and of the CNN (batch 128, Adam) and the L-BFGS LogReg fit, each beside
     its FLOP floor = training FLOPs / this CPU's (or GPU's) sgemm rate measured in the same process."""
-    import numpy as np
-
-    from dpgen.eval.downstream import CNN, MLP, fit_logreg, train_flops_per_sample
+    from dpgen.eval.downstream import CNN, MLP, train_flops_per_sample
 
     n = 6000 if quick else 54000
     g = torch.Generator().manual_seed(0)
@@ -484,12 +482,14 @@ def bench_param_per_sample(repeats):
 def bench_per_record_image_gradient(repeats):
     """DP-Sinkhorn's per-record image gradient (clip_mode=per_sample) at MNIST's DCT recipe (batch 50, 10 x 10
     coefficients): the closed form for the DCT decode beside the autograd path it replaces, the paper's batch
-    clip (its peer: one backward through the Sinkhorn divergence) and the floor (the cost matrix alone)."""
+    clip (its peer: one backward through the Sinkhorn divergence) and the floor (the cost matrix alone); at the
+    headline preset's batch of 500, the release beside the one that formed the records' gradients."""
     from dpgen.config import compose_config
     from dpgen.losses.sinkhorn import record_terms
     from dpgen.tasks.generation import GenerationBatch
     from dpgen.methods.registry import DataInfo, build
     from dpgen.models.generators import DCTGenerator
+    from dpgen.privacy.clipping import clipped_sum
 
     base = ["method=dpsinkhorn", "dataset=mnist10k", "trainer.batch_size=50", "trainer.steps=100",
             "trainer.epochs=null"]
@@ -498,13 +498,27 @@ def bench_per_record_image_gradient(repeats):
     batch_clip = build(compose_config([*base, "method.clip_mode=batch"]), DataInfo(8000, (1, 28, 28), 10), 100,
                        "generation")
     gen = DCTGenerator(code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size=10).to(DEV)
-    real = torch.rand(50, 1, 28, 28, device=DEV)
-    y = torch.randint(0, 10, (50,), device=DEV)
-    batch = GenerationBatch(real, y, 50, DEV)
 
-    def closed_form():
-        code, yf = gen.sample_code(50, device=DEV)
-        per.release_per_record(gen, code.detach(), yf, batch)
+    def records(n):
+        real, y = torch.rand(n, 1, 28, 28, device=DEV), torch.randint(0, 10, (n,), device=DEV)
+        return real, y, GenerationBatch(real, y, n, DEV)
+
+    real, y, batch = records(50)
+    # the headline preset's batch (dpsinkhorn_best_*: Poisson batches of 500 against 500 generated)
+    real5, y5, batch5 = records(500)
+
+    def release(b):  # the closed form, its clipped gradients summed without forming them (clipped_pair_sum)
+        def run():
+            code, yf = gen.sample_code(b.size, device=DEV)
+            per.release_per_record(gen, code.detach(), yf, b)
+        return run
+
+    def floor_of(r, yr):  # the cost matrix alone
+        def run():
+            code, yf = gen.sample_code(r.shape[0], device=DEV)
+            with torch.no_grad():
+                record_terms(per.rows(gen.decode(code), yf), per.rows(r, yr), per.epsilon_reg)
+        return run
 
     def autograd_path():
         code, yf = gen.sample_code(50, device=DEV)
@@ -516,40 +530,17 @@ def bench_per_record_image_gradient(repeats):
         gen.zero_grad(set_to_none=True)
         batch_clip.step({"generator": gen}, batch)
 
-    def floor():
-        code, yf = gen.sample_code(50, device=DEV)
-        with torch.no_grad():
-            record_terms(per.rows(gen.decode(code), yf), per.rows(real, y), per.epsilon_reg)
-
-    # the headline preset's batch (dpsinkhorn_best_*: Poisson batches of 500 against 500 generated): the release
-    # summing the closed-form gradients without forming them (clipping.clipped_pair_sum), beside the release that
-    # formed them, 500 x 500 x 100, and clipped each (clipping.clipped_sum; dpgen's release until 2026-12-06)
-    from dpgen.privacy.clipping import clipped_sum
-
-    real5 = torch.rand(500, 1, 28, 28, device=DEV)
-    y5 = torch.randint(0, 10, (500,), device=DEV)
-    batch5 = GenerationBatch(real5, y5, 500, DEV)
-
-    def pair_sum_500():
-        code, yf = gen.sample_code(500, device=DEV)
-        per.release_per_record(gen, code.detach(), yf, batch5)
-
-    def formed_500():
+    def formed_500():  # the release until 2026-12-06: 500 x 500 x 100 gradients formed, each clipped
         code, yf = gen.sample_code(500, device=DEV)
         total = torch.zeros(code.shape, dtype=torch.float64, device=DEV)
         for g in per.record_code_gradients(gen, code.detach(), yf, real5, y5, chunk=per.record_chunk(500, code)):
             total = total + clipped_sum([g], per.mechanism.clip)[0][0]
 
-    def floor_500():
-        code, yf = gen.sample_code(500, device=DEV)
-        with torch.no_grad():
-            record_terms(per.rows(gen.decode(code), yf), per.rows(real5, y5), per.epsilon_reg)
-
-    t = timed({"closed form (dct)": closed_form, "autograd (any generator)": autograd_path,
-               "peer: batch clip step": batch_step, "floor: the cost matrix": floor,
-               "batch 500: closed form summed unformed (the release)": pair_sum_500,
+    t = timed({"closed form (dct)": release(batch), "autograd (any generator)": autograd_path,
+               "peer: batch clip step": batch_step, "floor: the cost matrix": floor_of(real, y),
+               "batch 500: closed form summed unformed (the release)": release(batch5),
                "batch 500: peer, closed form formed and clipped": formed_500,
-               "batch 500: floor, the cost matrix": floor_500}, max(5, repeats * 4))
+               "batch 500: floor, the cost matrix": floor_of(real5, y5)}, max(5, repeats * 4))
     return [{"what": f"DP-Sinkhorn per-record image gradient, batch 50 (and 500: the headline preset's), 10 x 10 "
                      f"DCT coefficients of 28 x 28 ({torch.get_num_threads()} threads)", "unit": "s/step", **t}]
 
