@@ -99,8 +99,9 @@ def test_a_run_with_static_shapes_draws_the_same_batches_and_spends_the_same_eps
     assert padded["privacy"]["epsilon_spent"] == plain["privacy"]["epsilon_spent"]
     assert padded["privacy"]["private_steps"] == plain["privacy"]["private_steps"] == 25
     # the same trajectory: the gradients differ by float rounding (5e-6 relative), which Adam at lr 1e-3 carries
-    # to about 4e-3 over 25 steps (measured); another draw of batches or noise moves weights by about 1e-1
-    assert _max_weight_difference(tmp_path / "plain", tmp_path / "padded") < 0.02
+    # to about 4e-3 over 25 steps (measured), 0.027 on another CPU (2026-12-06, the same on one thread and at the
+    # commit before); another draw of batches and noise (seed 5) moved the weights by 2.78 on that CPU
+    assert _max_weight_difference(tmp_path / "plain", tmp_path / "padded") < 0.1
 
 
 def test_the_graphed_step_trains_the_same_generator_as_the_loop(tmp_path, monkeypatch):
