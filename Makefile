@@ -56,7 +56,7 @@ help:
 	@echo "headline                  issue 86's headline rows (ours, DP-MERF, DP-Kernel, DP-Kernel with the USPS proxy's settings; MNIST and Fashion-MNIST) trained and evaluated under both protocols, resumable, then tabled: SCALE=cpu|paper (DPImageBench's counts), DATA_ROOT=, ARGS=\"--datasets mnist --only dpkernel_mnist --restorer <file.pt>\" -> outputs/headline/headline.{csv,md} (hours on a CPU: scripts/headline_runs.py)"
 	@echo "table-headline            issue 86's generators under both protocols, DPImageBench's reported rows beside them: RUNS=\"<folders of runs>\" (training runs and the task=evaluate runs of them) -> outputs/tables/headline.{csv,md}"
 	@echo "table NAME=<name>         one table by name: conf/table/<name>.yaml (SCALE=) or a driver of dpgen/tables/, with ARGS (make table lists them)"
-	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min)"
+	@echo "audit                     empirical one-step canary audit of every DP mechanism -> outputs/tables/privacy_audit.csv (3-5 min; 9.7 min on 2 idle cores of a slower machine, 2026-12-06)"
 	@echo "audit-run                 whole-run one-run audit (Steinke et al. 2023): DP-SGD (B 256, B 16), DP-Sinkhorn dct (batch, per-record clip) + half-noise controls -> outputs/tables/privacy_audit_run.csv (3-5 min on 2 shared cores; needs mnist10k)"
 	@echo "table-dpswd-noise         DP-SWD Table 4 (noise sigma) -> outputs/tables/dpswd_table4_noise.csv"
 	@echo "fig-dpswd-sensitivity     DP-SWD Figure 1 + bound check -> outputs/figures, outputs/tables"
