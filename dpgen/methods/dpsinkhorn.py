@@ -176,12 +176,18 @@ class Sinkhorn(GenerativeMethod):
         when it has a non-finite value, when its term against the generated rows ``rf`` is not finite (a huge
         value), or when its label ``y_real`` lies outside [0, num_classes) (:meth:`label_mask`)."""
         with torch.no_grad():
-            ok = torch.isfinite(rr).all(dim=1)
-            labels = self.label_mask(y_real)
-            if labels is not None:
-                ok = ok & labels
-            rr = torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device))
+            rr, ok = self.valid_records(rr, y_real)
             ok = ok & torch.isfinite(record_terms(rf.detach(), rr, self.epsilon_reg))
+        return torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device)), ok
+
+    def valid_records(self, rr: torch.Tensor, y_real: Optional[torch.Tensor] = None) -> tuple:
+        """(the real rows with every record that has a non-finite value or a label outside [0, num_classes)
+        replaced by 0, the mask of the others): the first test of :meth:`finite_records` and
+        :meth:`record_code_pair_sums`, before the term test (no host read)."""
+        ok = torch.isfinite(rr).all(dim=1)
+        labels = self.label_mask(y_real)
+        if labels is not None:
+            ok = ok & labels
         return torch.where(ok.unsqueeze(1), rr, torch.zeros((), dtype=rr.dtype, device=rr.device)), ok
 
     def record_gradients(self, wrt: torch.Tensor, fake, y_fake, real, y_real, chunk: Optional[int] = None):
@@ -471,19 +477,14 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         (``decode_vjp``), whose record gradients :meth:`record_code_gradients` gives in closed form,
         2 w_ij (P x_j - P y_i), summed by :func:`dpgen.privacy.clipping.clipped_pair_sum` without forming the
         k x m x |code| tensor (the same numbers up to float64 rounding; a test compares them). A record with a
-        non-finite value or term, or a label out of range, contributes 0, as in :meth:`finite_records`, whose
-        term test this shares the costs of (one cdist per chunk)."""
+        non-finite value or term, or a label out of range, contributes 0, as in :meth:`finite_records` (the same
+        :meth:`valid_records`; the term test here shares each chunk's cdist)."""
         with torch.no_grad():
             x = gen.decode(code)
             self._check(x, real)
             rf = self.rows(x, y_fake)
-            rr = self.rows(real, y_real)
-            keep = torch.isfinite(rr).all(dim=1)
-            labels = self.label_mask(y_real)
-            if labels is not None:
-                keep = keep & labels
+            rr, keep = self.valid_records(self.rows(real, y_real), y_real)
             zero = torch.zeros((), dtype=rr.dtype, device=rr.device)
-            rr = torch.where(keep.unsqueeze(1), rr, zero)
             d_img = math.prod(x.shape[1:])
             m = x.shape[0]
             px = gen.decode_vjp(x).reshape(m, -1)  # [m, |code sample|]
