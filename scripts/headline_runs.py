@@ -16,7 +16,7 @@ where it stopped. Nothing here selects anything: every setting is the preset's (
 it was chosen).
 
     DPGEN_DATA_ROOT=../shared/data python scripts/headline_runs.py [--scale cpu|paper] [--datasets mnist]
-        [--only dpkernel_mnist,...] [--seeds 0] [--epsilons 10,1] [--restorer outputs/restorer/usps_as_mnist_band10_blur1.0.pt]
+        [--only dpkernel_mnist,...] [--seeds 0] [--epsilons 10,1] [--restorer outputs/restorer/usps_as_mnist_band14_blur1.0.pt]
         [--out outputs/headline] [--dry-run]
     make headline SCALE=cpu DATA_ROOT=../shared/data
 
