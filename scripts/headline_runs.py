@@ -22,7 +22,8 @@ it was chosen).
 
 Measured on this 2-core CPU beside other jobs: dpsinkhorn_best_mnist 150 min of training (one thread; 36 min at
 epsilon 1 since its per-record release stopped forming the records' gradients, one thread beside a second run;
-60 min at its 120,000 steps since 2026-12-06, two threads, a third of it beside make test),
+60 min at its 120,000 steps since 2026-12-06, two threads, a third of it beside make test; 61 min with its
+14 x 14 band, two threads, its first 23 min beside a proxy run),
 dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings; the papers'
 evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row. On two idle threads:
 dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each. make bench projects 22 (at 60,000 steps; 44 at 120,000) / 4.8 / 189 / 233 min of training
