@@ -1017,8 +1017,8 @@ def test_dct_project_per_record_release_has_sensitivity_C_and_the_closed_form_eq
 def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset):
     """experiment=dpsinkhorn_best_<ds> is Table 1's best row (batch 200) with Poisson batches of 500, the batch
     re-picked on USPS by CNN and FID (docs/SETTINGS.md): every other setting is the row's but the name, the
-    MNIST preset's contrast curve on released samples (model.sharpen, also picked on USPS), MNIST's 120,000 steps
-    and 14 x 14 band (picked on USPS too) and the noise, which the preset calibrates under the default accountant (PLD: 1.5999 at
+    MNIST preset's contrast curve on released samples (model.sharpen, also picked on USPS), the 120,000 steps
+    and 14 x 14 band (picked on USPS too, carried over to Fashion-MNIST) and the noise, which the preset calibrates under the default accountant (PLD: 1.5999 at
     q = 500 / 60,000 over 120,000 steps, 1.2234 over 60,000) where the row keeps the noise it was measured with
     (0.7751, calibrated under RDP; issue 52)."""
     import dataclasses
@@ -1033,11 +1033,10 @@ def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset)
     assert (best["privacy"].pop("accountant"), row["privacy"].pop("accountant")) == ("auto", "rdp")
     assert (best["method"].pop("noise_multiplier"), row["method"].pop("noise_multiplier")) == (None, 0.7751)
     assert (best["trainer"].pop("batch_size"), row["trainer"].pop("batch_size")) == (500, 200)
-    # MNIST's 1,000 epochs were picked on USPS (docs/SETTINGS.md); Fashion-MNIST keeps the row's 60,000 steps
-    steps = (120000 if preset == "mnist" else 60000, 60000)
-    assert (best["trainer"].pop("steps"), row["trainer"].pop("steps")) == steps
-    # MNIST's 14 x 14 band was picked on USPS at MNIST's framing; Fashion-MNIST keeps the row's 10 x 10
-    assert (best["model"].pop("dct_size"), row["model"].pop("dct_size")) == (14 if preset == "mnist" else 10, 10)
+    # the 1,000 epochs were picked on USPS (docs/SETTINGS.md) and carried over to Fashion-MNIST
+    assert (best["trainer"].pop("steps"), row["trainer"].pop("steps")) == (120000, 60000)
+    # the 14 x 14 band was picked on USPS at MNIST's framing and carried over to Fashion-MNIST
+    assert (best["model"].pop("dct_size"), row["model"].pop("dct_size")) == (14, 10)
     # MNIST's released samples pass through the contrast curve picked on USPS (post-processing; the row has none)
     curve = ((16.0, 0.4) if preset == "mnist" else (None, 0.5), (None, 0.5))
     assert tuple((m["model"].pop("sharpen"), m["model"].pop("sharpen_at")) for m in (best, row)) == curve
