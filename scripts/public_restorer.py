@@ -9,7 +9,8 @@ CNN, input ``lowpass(x, k)``, target ``x``), then draws a run's samples without 
     python scripts/public_restorer.py train --dataset usps --band 10 --size 28 --inner 20 --out <...>/usps_as_mnist.pt
     python scripts/public_restorer.py apply <run folder> outputs/restorer/usps8.pt --n 7291 --out <dir>/synthetic.npz
     dpgen sample <run folder> restorer=<...>/usps_as_mnist.pt   # a release with its datasheet (dpgen.models.restorer)
-    python run.py task=evaluate task.synthetic=<dir>/synthetic.npz dataset=<the run's> task.fid_samples=2000
+    python scripts/public_restorer.py fid <dir>/synthetic.npz --dataset usps [--option resize=20 --option pad=4]
+    python run.py task=evaluate task.synthetic=<dir>/synthetic.npz dataset=<the run's>   # LogReg / MLP / CNN
 
 ``--blur s`` trains on inputs blurred by a Gaussian of std s pixels before the band (a generator's samples are
 smoother than band-limited real images: FID is not L2, docs/FIDELITY.md). Which variant is used is chosen on the
@@ -103,7 +104,7 @@ def fid(args) -> None:
     from dpgen.data import as_tensors, load_split
     from dpgen.tasks.generation import fid_of_images
 
-    cfg = compose_config([f"dataset={args.dataset}"])
+    cfg = compose_config([f"dataset={args.dataset}"] + [f"+dataset.options.{o}" for o in args.option])
     x_test = as_tensors(load_split(cfg.dataset, "test"))[0]
     fake = torch.tensor(np.load(args.npz)["x"][: args.n])
     out = fid_of_images(fake, f"{cfg.dataset.name}_test", x_test, "cpu", False, None, tuple(fake.shape[1:]))
@@ -137,6 +138,9 @@ def main() -> None:
     f = sub.add_parser("fid", help="FID / KID / precision-recall of a .npz against a public set's test split")
     f.add_argument("npz")
     f.add_argument("--dataset", default="usps")
+    f.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a loader option of that set, repeatable: --option resize=20 --option pad=4 frames USPS as "
+                        "MNIST (the test split the samples of a framed proxy run are compared with)")
     f.add_argument("--n", type=int, default=2000)
     args = p.parse_args()
     {"train": train, "apply": apply, "fid": fid}[args.cmd](args)

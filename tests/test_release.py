@@ -193,6 +193,27 @@ def test_a_run_whose_config_predates_the_newer_keys_samples_as_with_their_defaul
     assert "dataset.path" not in sheet["evaluate_again"] and "dataset=digits" in sheet["evaluate_again"]
 
 
+def test_evaluate_reads_a_run_with_loader_options_added_by_plus(tmp_path):
+    """A run trained with ``+dataset.options.resize=20 +dataset.options.pad=4`` (USPS framed as MNIST, the band
+    proxy) is read back by task=evaluate task.run=<run> with those options (the composed tree's struct flag had
+    refused them: "Key 'resize' is not in struct"), while a key no schema declares is still refused."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import ConfigError, compose_raw
+    from dpgen.tasks.evaluate import _run_config
+
+    cfg = compose_raw(["method=dpsinkhorn", "dataset=usps", "task=generation", "+dataset.options.resize=20",
+                       "+dataset.options.pad=4"])
+    OmegaConf.save(cfg, tmp_path / "config.yaml")
+    rcfg = _run_config(tmp_path)
+    assert dict(rcfg.dataset.options) == {"resize": 20, "pad": 4} and rcfg.dataset.name == "usps"
+    bad = OmegaConf.to_container(cfg)
+    bad["trainer"]["stepz"] = 1
+    OmegaConf.save(OmegaConf.create(bad), tmp_path / "config.yaml")
+    with pytest.raises((ConfigError, Exception), match="stepz"):
+        _run_config(tmp_path)
+
+
 def test_a_release_through_a_public_restorer_names_its_public_data(run_cli, tmp_path):
     """``restorer=<file.pt>``: the band samples pass through a restorer learnt on a public set; the datasheet says
     "with public data" and names the file; a restorer learnt on the run's own set, for another band or frame, or

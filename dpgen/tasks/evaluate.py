@@ -151,7 +151,7 @@ def dpimagebench_row(b) -> Dict[str, float]:
 
 def _run_config(run: Path):
     """The finished run's own validated config (its ``config.yaml``): its dataset, seed and evaluation protocol."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
 
     from dpgen.config import compose_raw, validate
 
@@ -161,7 +161,11 @@ def _run_config(run: Path):
     saved = OmegaConf.load(f)
     # the schemas its method, dataset and task choose, with the run's own values on top
     base = compose_raw([f"method={saved.method.name}", f"dataset={saved.dataset.name}", f"task={saved.task.name}"])
-    return validate(OmegaConf.merge(base, saved))
+    # the loader's free options the run added with + (+dataset.options.resize=20): a typed free dict, which the
+    # composed tree's struct flag would refuse; every other key still has to be declared
+    with open_dict(base.dataset.options):
+        merged = OmegaConf.merge(base, saved)
+    return validate(merged)
 
 
 def evaluation_folder(cfg, output_dir) -> Path:
