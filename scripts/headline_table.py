@@ -7,7 +7,9 @@ epsilon, delta, steps, training time, their own LogReg / MLP / CNN under the pap
 with ``task.fid_samples`` set gives the papers' FID and precision / recall (generated vs the real test split); one
 with ``task.protocol=dpimagebench`` gives DPImageBench's ResNet accuracy and FID / precision / recall against the
 private training split, with its counts (below theirs on a CPU: the table says so in each row). An evaluation
-through a public restorer (``task.restorer``) is its own row, marked "with public data".
+through a public restorer (``task.restorer``) is its own row, marked "with public data", and so is one through a
+contrast curve (``task.sharpen``) other than the one the training run's own evaluation used (its classifiers and FID
+are of those samples, never mixed with the run's own).
 
     python scripts/headline_table.py <dir> [<dir> ...] [--out outputs/tables/headline]
         -> <out>.csv and <out>.md   (make table-headline RUNS="<dir> ...")
@@ -123,6 +125,7 @@ def evaluation_fields(folder: Path, m: Dict[str, Any]) -> Dict[str, Any]:
 
 def build_rows(dirs: List[Path]) -> List[Dict[str, Any]]:
     trained: Dict[str, Dict[str, Any]] = {}
+    curves: Dict[str, Any] = {}
     evaluations = []
     for folder in find_runs(dirs):
         m = _read(folder / "metrics.json")
@@ -130,6 +133,7 @@ def build_rows(dirs: List[Path]) -> List[Dict[str, Any]]:
             continue
         if m.get("task") == "generation":
             trained[str(folder)] = training_row(folder, m)
+            curves[str(folder)] = m.get("sharpen")  # the curve its own evaluation drew through (None: none)
         elif m.get("task") == "evaluate" and m.get("run"):
             evaluations.append((folder, m))
     pristine = {k: dict(v) for k, v in trained.items()}  # a restorer's row starts from the training run alone
@@ -139,12 +143,22 @@ def build_rows(dirs: List[Path]) -> List[Dict[str, Any]]:
         if base is None:
             continue
         fields = evaluation_fields(folder, m)
-        if m.get("restorer"):
-            r = m["restorer"]
-            key = (base["run"], r.get("file"))
-            row = restored.setdefault(key, {**pristine[base["run"]], "row": f"{base['row']} + restorer ({r.get('public_dataset')})",
-                                            "public_data": f"{r.get('public_dataset')} (train split, via the "
-                                                           "restorer)",
+        # the curve of its samples (evaluations written before they recorded it: the run's own)
+        curve = m["sharpen"] if "sharpen" in m else curves.get(base["run"])
+        if m.get("restorer") or curve != curves.get(base["run"]):
+            # its own row: through a public restorer, or through a contrast curve (task.sharpen) other than the
+            # one the training run was evaluated with; its classifiers are the evaluation's, never the run's own
+            if m.get("restorer"):
+                r = m["restorer"]
+                key = (base["run"], "restorer", r.get("file"))
+                label, public = (f"{base['row']} + restorer ({r.get('public_dataset')})",
+                                 f"{r.get('public_dataset')} (train split, via the restorer)")
+            else:
+                key = (base["run"], "curve", json.dumps(curve, sort_keys=True))
+                label = (f"{base['row']}, curve slope {curve['slope']:g} at {curve['at']:g}" if curve else
+                         f"{base['row']}, no curve")
+                public = pristine[base["run"]]["public_data"]
+            row = restored.setdefault(key, {**pristine[base["run"]], "row": label, "public_data": public,
                                             **{k: None for k in ("fid_test", "fid_test_samples", "precision_test",
                                                                  "recall_test", "logreg", "mlp", "cnn",
                                                                  "class_mean")}})

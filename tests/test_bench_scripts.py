@@ -58,7 +58,8 @@ def _run_folder(path: Path, metrics: dict, config: str = "") -> Path:
 def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
     """A training run's own classifiers stand; an evaluation with fid_samples >= 10,000 adds the papers' FID, one
     with protocol=dpimagebench adds DPImageBench's cells with their counts, and a restorer's evaluation is its own
-    row marked with its public data; DPImageBench's reported rows sit beside ours."""
+    row marked with its public data, as is one through another contrast curve (task.sharpen); DPImageBench's
+    reported rows sit beside ours."""
     import headline_table
 
     run = _run_folder(tmp_path / "runs" / "train", {
@@ -78,9 +79,17 @@ def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
         "task": "evaluate", "run": str(run), "restorer": {"public_dataset": "usps", "file": "r.pt"},
         "fidelity_counts": {"fid_samples": 10000},
         "summary": {"cnn": {"mean": 91.0}, "fid": {"mean": 30.0}}})
+    _run_folder(tmp_path / "runs" / "ev_curve", {  # through a curve the run's own evaluation did not use
+        "task": "evaluate", "run": str(run), "sharpen": {"slope": 8.0, "at": 0.4},
+        "fidelity_counts": {"fid_samples": 10000}, "protocol": "dpimagebench",
+        "summary": {"cnn": {"mean": 93.0}, "fid": {"mean": 33.0}, "dpimagebench_resnet": {"mean": 89.0}},
+        "dpimagebench": [{"n_synthetic": 5000, "fid_real": 5000, "resnet": {"depth": 20, "epochs": 10}}]})
     rows = headline_table.build_rows([tmp_path / "runs"])
     ours = {r["row"]: r for r in rows if r["source"] == "dpgen, measured"}
     plain, restored = ours["dpkernel_mnist (seed 0)"], ours["dpkernel_mnist (seed 0) + restorer (usps)"]
+    curved = ours["dpkernel_mnist (seed 0), curve slope 8 at 0.4"]
+    assert (curved["cnn"], curved["fid_test"], curved["resnet_dib"], curved["logreg"]) == (93.0, 33.0, 89.0, None)
+    assert curved["public_data"] == "none" and curved["epsilon"] == 9.99
     assert (plain["logreg"], plain["cnn"], plain["epsilon"], plain["delta"]) == (80.0, 90.0, 9.99, 1.5e-6)
     assert (plain["fid_test"], plain["fid_test_samples"], plain["precision_test"]) == (40.0, 10000, 0.5)
     assert (plain["resnet_dib"], plain["fid_train_dib"]) == (92.0, 45.0)
