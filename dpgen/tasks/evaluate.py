@@ -127,7 +127,8 @@ class RunGenerations:
             out = {"downstream": evaluate_generator(c, gen, shape, device, n_private=n)}
             if fid_enabled(self.cfg):
                 # saved as computed: a paper-scale table's 60,000-image pass per generation survives a stop
-                out.update(fid_of_generator(c, gen, shape, device, resume_dir=self.run_dir / "fid_partial"))
+                out.update(fid_of_generator(c, gen, shape, device, progress=bool(c.trainer.progress),
+                                            resume_dir=self.run_dir / "fid_partial"))
             if self.cfg.task.protocol == "dpimagebench":  # FID / precision / recall vs the PRIVATE training split
                 from dpgen.data import as_tensors, load_split
                 from dpgen.eval import dpimagebench
