@@ -26,9 +26,9 @@ epsilon 1 since its per-record release stopped forming the records' gradients, o
 14 x 14 band, two threads, its first 23 min beside a proxy run),
 dpmerf_best_mnist 8 min, dpkernel_mnist 116 min, dpkernel_proxy_mnist 137 min over three sittings; the papers'
 evaluation 15-36 min a row, the DPImageBench one at CPU counts about 20 min a row. On two idle threads:
-dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each. make bench projects 22 (at 60,000 steps; 44 at 120,000) / 4.8 / 189 / 233 min of training
-for ours / DP-MERF / DP-Kernel / DP-Kernel with the proxy's pick on a day this CPU ran sgemm at 179 GFLOP/s (ours
-was 105 min before its per-record release stopped forming the records' gradients; docs/SPEED.md, docs/RUNS.md).
+dpkernel_proxy_fmnist 90 min, evaluations 11-17 min each. make bench projects 64 (120,000 steps, band 14) / 4.5 /
+141 / 186 min of training for ours / DP-MERF / DP-Kernel / DP-Kernel with the proxy's pick on a day this CPU ran
+sgemm at 172 GFLOP/s (docs/SPEED.md, docs/RUNS.md).
 """
 
 from __future__ import annotations
