@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -307,12 +308,14 @@ def knn_precision_recall(real, fake, k: int = THEIRS.nearest_k, device="cpu", ch
             "recall": _share_inside(r, f, _radii(f, k, chunk), chunk)}
 
 
-def inception_features(images: torch.Tensor, image_shape, device) -> np.ndarray:
-    """Inception pool features (dpgen.eval.fid, pytorch-fid's weights), in memory only: no progress bar, no file
-    (private records' features are never written). Raises FIDUnavailable without the weights."""
+def inception_features(images: torch.Tensor, image_shape, device, progress: bool = False,
+                       name: str = "images") -> np.ndarray:
+    """Inception pool features (dpgen.eval.fid, pytorch-fid's weights), in memory only: no file (private records'
+    features are never written). ``progress``: a bar over these images, for generated ones only (over private
+    records it would show how many there are). Raises FIDUnavailable without the weights."""
     from dpgen.eval.fid import get_extractor
 
-    return get_extractor(device=str(device))(images, tuple(image_shape), progress=False, name="images")
+    return get_extractor(device=str(device))(images, tuple(image_shape), progress=bool(progress), name=name)
 
 
 #: the salt of the per-record hash that picks a smaller task.dpimagebench.fid_real's training records
@@ -327,14 +330,19 @@ def seeded_rows(n_rows: int, m: int, seed: int) -> torch.Tensor:
 
 
 def train_split_fidelity(fake: torch.Tensor, private: torch.Tensor, image_shape, device, seed: int = 0,
-                         features: Optional[Callable] = None) -> Dict[str, Any]:
+                         features: Optional[Callable] = None, progress: bool = False) -> Dict[str, Any]:
     """FID of a seeded ``THEIRS.fid_generated`` of the generated images ``fake`` and precision / recall
     (:func:`knn_precision_recall`) of all of them, against the training records ``private`` (already the seeded
-    subset a smaller ``task.dpimagebench.fid_real`` asks for). Only the three statistics leave this function."""
+    subset a smaller ``task.dpimagebench.fid_real`` asks for). Only the three statistics leave this function.
+    ``progress``: a bar over the generated images' features; the records' pass gets a fixed line instead, since a
+    bar would count them."""
     from dpgen.eval.fid import activation_statistics, frechet_distance
 
     features = features or inception_features
-    act_fake = features(fake, image_shape, device)
+    act_fake = features(fake, image_shape, device, progress=progress, name="synthetic (dpimagebench)")
+    if progress:
+        print("[dpimagebench] Inception features of the training records: no progress bar (it would count the "
+              "records)", file=sys.stderr, flush=True)
     # the loaders hold pixels in [0, 1] already; clamped so that the range check's error (which names the minimum and
     # maximum it found) can never quote a private value
     act_real = features(private.clamp(0.0, 1.0), image_shape, device)
@@ -385,7 +393,7 @@ def evaluate(cfg, gen, shape, device, n_private: int, test, synthetic_set: Calla
 
                 keep = held_out_mask(X, y, n_real / int(n_private), salt=FID_SUBSET_SALT)
                 X = X[torch.as_tensor(keep)]
-            out.update(train_split_fidelity(x_syn, X, shape, device, seed=cfg.seed + 3))
+            out.update(train_split_fidelity(x_syn, X, shape, device, seed=cfg.seed + 3, progress=progress))
         except FIDUnavailable as e:
             out.update({"fid": None, "fid_missing": " ".join(str(e).split())})
     else:

@@ -138,7 +138,7 @@ def test_a_tiny_run_names_its_counts_and_states_what_is_not_covered(tmp_path, mo
 
     monkeypatch.setattr(dib, "knn_precision_recall", knn)
     monkeypatch.setattr(dib, "inception_features",
-                        lambda x, shape, device: torch.as_tensor(x).reshape(len(x), -1).double().numpy())
+                        lambda x, shape, device, **kw: torch.as_tensor(x).reshape(len(x), -1).double().numpy())
     m = run_task(compose_config([*TINY, *PROTO]), tmp_path / "run")
     b = m["dpimagebench"]
     # fid_real=60 of digits' 1,437: the records whose own hash position falls below 60 / 1437 (the one split of
@@ -169,6 +169,27 @@ def test_a_tiny_run_names_its_counts_and_states_what_is_not_covered(tmp_path, mo
     out = capsys.readouterr().out
     assert sum("NOT covered by the run's guarantee" in line for line in out.splitlines()) == 1
     assert "counts below theirs" in out and "ResNet-8" in out
+
+
+def test_the_training_split_pass_shows_progress_over_generated_images_only(capsys):
+    """Their FID's Inception passes take minutes on a CPU: the generated images' pass shows a bar (their count is
+    public), the private records' pass gets one fixed line, never a bar (it would count them), and without
+    progress both are silent."""
+    calls = []
+
+    def features(x, shape, device, progress=False, name="images"):
+        calls.append((len(x), bool(progress)))
+        return torch.as_tensor(x).reshape(len(x), -1).double().numpy()
+
+    g = torch.Generator().manual_seed(0)
+    fake, private = torch.rand(40, 1, 4, 4, generator=g), torch.rand(37, 1, 4, 4, generator=g)
+    out = dib.train_split_fidelity(fake, private, (1, 4, 4), "cpu", features=features, progress=True)
+    assert calls == [(40, True), (37, False)] and math.isfinite(out["fid"])
+    err = capsys.readouterr().err
+    assert "no progress bar" in err and "37" not in err
+    calls.clear()
+    dib.train_split_fidelity(fake, private, (1, 4, 4), "cpu", features=features)
+    assert calls == [(40, False), (37, False)] and capsys.readouterr().err == ""
 
 
 def _text(not_covered):
