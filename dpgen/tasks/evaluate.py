@@ -211,10 +211,25 @@ def say_generations_estimate(rcfg, generations: int) -> None:
               f"{_duration(secs * generations)} on this CPU", flush=True)
 
 
+def asked_protocol(cfg, rcfg):
+    """The finished run's config ``rcfg`` with its evaluation settings replaced by what this ``task=evaluate``
+    (``cfg``) asks for: other classifiers, a FID count (the full protocol against the whole test split, computed
+    even where the run's own evaluation had FID off, task.fid=false), another protocol and its counts."""
+    import dataclasses
+
+    t = rcfg.task
+    if cfg.task.eval_models is not None:  # other classifiers than the run's own protocol trained
+        t = dataclasses.replace(t, eval_models=list(cfg.task.eval_models))
+    if cfg.task.fid_samples is not None:
+        t = dataclasses.replace(t, fid_samples=int(cfg.task.fid_samples), fidelity="full", fid_real=None, fid=True)
+    if cfg.task.protocol is not None:  # the protocol (and DPImageBench's counts) asked for here
+        t = dataclasses.replace(t, protocol=cfg.task.protocol, dpimagebench=cfg.task.dpimagebench)
+    return dataclasses.replace(rcfg, task=t)
+
+
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
     """``task.run`` with ``task.generations``: G synthetic sets of the run's generator, each evaluated as the run's
     own evaluation was; metrics.json holds every generation's numbers, their mean / std and the run's privacy."""
-    import dataclasses
     import statistics
 
     from dpgen.tasks.finished_run import run_curve
@@ -222,15 +237,7 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
 
     t0 = time.time()
     run = Path(cfg.task.run)
-    rcfg = _run_config(run)
-    if cfg.task.eval_models is not None:  # other classifiers than the run's own protocol trained
-        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, eval_models=list(cfg.task.eval_models)))
-    if cfg.task.fid_samples is not None:  # the full fidelity protocol at this count, against the whole test split
-        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, fid_samples=int(cfg.task.fid_samples),
-                                                                  fidelity="full", fid_real=None))
-    if cfg.task.protocol is not None:  # the protocol (and DPImageBench's counts) asked for here
-        rcfg = dataclasses.replace(rcfg, task=dataclasses.replace(rcfg.task, protocol=cfg.task.protocol,
-                                                                  dpimagebench=cfg.task.dpimagebench))
+    rcfg = asked_protocol(cfg, _run_config(run))
     # task.sharpen replaces the run's own curve (0: off); the composed model group is the default data set's (its
     # tuned file may set a curve), never the run's, so it is not read
     sharpen = (cfg.task.sharpen, cfg.task.sharpen_at) if cfg.task.sharpen is not None else None
@@ -363,4 +370,4 @@ def run_evaluate(cfg, output_dir=None) -> Dict[str, Any]:
     return metrics
 
 
-__all__ = ["RunGenerations", "evaluate_generations", "load_synthetic", "run_evaluate"]
+__all__ = ["RunGenerations", "asked_protocol", "evaluate_generations", "load_synthetic", "run_evaluate"]

@@ -183,3 +183,20 @@ def test_an_evaluation_shows_its_fidelity_pass_progress(monkeypatch):
         gens._loaded = (None, (1, 28, 28), "cpu", 100, {}, {})  # the finished run's generator, not needed here
         gens.evaluate(0)
     assert seen == [True, False]
+
+
+def test_an_evaluation_asking_for_a_fid_count_computes_it_where_the_run_had_fid_off():
+    """A run trained with task.fid=false (to be evaluated later), then task=evaluate task.run=<it>
+    task.fid_samples=N: the FID is computed (the full protocol at N against the whole test split), where it was
+    once silently skipped, DPImageBench's FID too; without a count the run's own setting stands."""
+    from dpgen.tasks.evaluate import asked_protocol
+
+    run = compose_config(["task.fid=false", "task.eval_models=[logreg]"])
+    ask = compose_config(["task=evaluate", "task.run=somewhere", "task.fid_samples=10000",
+                          "task.protocol=dpimagebench", "task.dpimagebench.n_synthetic=500"])
+    got = asked_protocol(ask, run)
+    assert generation.fid_enabled(got) and (got.task.fid_samples, got.task.fidelity) == (10000, "full")
+    assert got.task.fid_real is None and got.task.protocol == "dpimagebench"
+    assert got.task.dpimagebench.n_synthetic == 500 and got.task.eval_models == ["logreg"]
+    kept = asked_protocol(compose_config(["task=evaluate", "task.run=somewhere"]), run)
+    assert not generation.fid_enabled(kept) and kept.task == run.task
