@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from dpgen.privacy.validation import (
     PrivacyParameterError,
+    _is_number,
     check_delta,
     check_epsilon,
     check_positive,
@@ -203,6 +204,20 @@ def delta_n_ln_n(n: int) -> float:
 
 
 @dataclass
+class SelectionCostConfig:
+    """What choosing a preset's settings cost on these same records (``privacy.selection_cost``), composed with the
+    run's own ledger in its privacy report (``epsilon_with_settings_choice``: dpgen.privacy.selection.carried_epsilon).
+    A setting drawn on a held-out part is a function of the selection run's generator too, so a run that trains on
+    every record with it composes sequentially with that run and with the selection."""
+
+    #: each earlier run whose released output chose a setting of this preset: [noise multiplier, Poisson sample
+    #: rate, steps]
+    trainings: List[Any] = field(default_factory=list)
+    #: the pure-DP selections on these records (the exponential mechanism's epsilon), summed
+    pure_epsilon: float = 0.0
+
+
+@dataclass
 class PrivacyConfig:
     epsilon: float = 10.0
     #: a number, or ${dpgen.delta_n_ln_n:${dataset.n_train}} for DPImageBench's 1 / (N ln N) (:func:`delta_n_ln_n`)
@@ -229,6 +244,8 @@ class PrivacyConfig:
     #: how this run's settings were chosen, when that looked at the private data or its test split (a
     #: conf/tuned/ preset says so): the privacy report lists it under not_covered. null: not tuned on them
     selected_on_private: Optional[str] = None
+    #: what that choice cost, where a DP mechanism made it (the report composes it with the run's ledger)
+    selection_cost: SelectionCostConfig = field(default_factory=SelectionCostConfig)
 
     def __post_init__(self) -> None:
         try:
@@ -250,6 +267,20 @@ class PrivacyConfig:
                               "be seeded, so the run cannot be reproducible from `seed`; set "
                               "privacy.secret_randomness=true (secure noise) or privacy.secure_rng=false "
                               "(reproducible noise)")
+        cost = self.selection_cost
+        if cost.trainings or cost.pure_epsilon:
+            if not self.selected_on_private:
+                raise ConfigError("privacy.selection_cost is set but privacy.selected_on_private is not: say in words "
+                                  "how the settings were chosen (privacy.selected_on_private=\"...\")")
+            if not _is_number(cost.pure_epsilon) or cost.pure_epsilon < 0:
+                raise ConfigError(f"privacy.selection_cost.pure_epsilon={cost.pure_epsilon!r}: write the selections' "
+                                  "epsilon, a number >= 0")
+            for t in cost.trainings:
+                t = list(t)
+                if (len(t) != 3 or not all(_is_number(v) for v in t) or t[0] <= 0 or not 0 < t[1] <= 1 or t[2] < 0
+                        or t[2] != int(t[2])):
+                    raise ConfigError(f"privacy.selection_cost.trainings has {t!r}: write each earlier run as "
+                                      "[noise multiplier > 0, sample rate in (0, 1], steps (a whole number >= 0)]")
 
 
 @dataclass

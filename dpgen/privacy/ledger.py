@@ -175,6 +175,12 @@ class Ledger:
     def epsilon(self) -> float:
         return self.accountant.get_epsilon(self.delta) if self.accountant.steps else 0.0
 
+    def history(self) -> list:
+        """What the ledger charged, grouped: ``[noise multiplier, sample rate, steps]`` per group (the releases
+        before training included, at sample rate 1), sorted; public numbers, in every report (``composition``)."""
+        groups = self.accountant._groups() if hasattr(self.accountant, "_groups") else {}
+        return [[float(z), float(q), int(n)] for (z, q), n in sorted(groups.items())]
+
     def private_steps(self) -> int:
         """Per-step mechanism runs (the releases before training excluded, counted as releases: a step at
         sample rate 1, a full-batch run, is a step like any other)."""
@@ -253,6 +259,7 @@ class Ledger:
             "epsilon_cross_check": checks,
             "cross_check": cross_check_verdict(self.epsilon(), checks, self.accountant_name),
             "private_steps": self.private_steps(),
+            "composition": self.history(),
         }
 
     def state_dict(self) -> Dict[str, Any]:

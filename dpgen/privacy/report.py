@@ -84,6 +84,10 @@ class RunFacts:
     own_test_held_out: bool = False
     #: privacy.selected_on_private (a conf/tuned/ preset chosen on private data), else None
     selected_on_private: Optional[str] = None
+    #: privacy.selection_cost: the earlier runs whose released outputs chose the settings, each (noise multiplier,
+    #: sample rate, steps), and the pure-DP selections' epsilon; composed with this run's ledger in the report
+    selection_trainings: Tuple[Tuple[float, float, int], ...] = ()
+    selection_pure_epsilon: float = 0.0
     secret_randomness: bool = True
     secure_rng: bool = False
     #: the evaluation protocol whose statistics read the private training records (task.protocol=dpimagebench:
@@ -138,6 +142,37 @@ def within_budget(report: Dict[str, Any]) -> Dict[str, Any]:
     return report
 
 
+def settings_choice(report: Dict[str, Any], facts: RunFacts) -> Dict[str, Any]:
+    """``report`` stating how its settings were chosen on the private records (``facts.selected_on_private``) and,
+    where that choice was made by DP mechanisms whose cost the preset states (``privacy.selection_cost``), the
+    epsilon of this run and that choice together (``epsilon_with_settings_choice``: the PLD composition of this
+    run's Poisson-subsampled Gaussian steps with the earlier runs', plus the selections' pure epsilon, at this
+    run's delta; dpgen.privacy.selection.carried_epsilon). The ledger charges this run only, so the number is stated
+    beside it; a choice with no stated cost says that no bound covers it."""
+    from dpgen.privacy.ledger import RELATIONS
+    from dpgen.privacy.selection import carried_epsilon
+
+    groups = report.get("composition")
+    own = isinstance(groups, list) and isinstance(report.get("delta"), (int, float)) and all(
+        isinstance(g, (list, tuple)) and len(g) == 3 for g in groups)
+    costed = bool(facts.selection_trainings) or facts.selection_pure_epsilon > 0
+    # the ledger's history under add/remove (Poisson sampling), the relation of the earlier runs and of PLD here
+    if costed and own and report.get("neighbouring_relation") == RELATIONS["poisson"]:
+        eps = carried_epsilon(groups, facts.selection_trainings, facts.selection_pure_epsilon, float(report["delta"]))
+        line = (f"the choice of this run's settings: {facts.selected_on_private}. This run's ledger charges this run "
+                "only. With the mechanisms that made the choice (privacy.selection_cost: the earlier trainings whose "
+                "output chose it, composed sequentially under PLD, plus the selections' epsilon), the epsilon is "
+                f"epsilon_with_settings_choice = {eps:.4g} at delta {float(report['delta']):g}")
+        return {**add_not_covered(report, line), "settings_selected_on_private_data": facts.selected_on_private,
+                "epsilon_with_settings_choice": eps}
+    why = ("no DP mechanism made it, so no bound covers it" if not costed else
+           "its cost is stated but could not be composed with this run's ledger (not a Poisson-subsampled Gaussian "
+           "ledger)")
+    return {**add_not_covered(report, f"the choice of this run's settings: {facts.selected_on_private} (charged to no "
+                                      f"ledger: {why})"),
+            "settings_selected_on_private_data": facts.selected_on_private}
+
+
 def run_report(report: Dict[str, Any], facts: RunFacts) -> Dict[str, Any]:
     """The method's ``report`` with the run's ``facts`` stated (module doc)."""
     report = size_is_public(report, facts.n, facts.poisson)
@@ -154,9 +189,7 @@ def run_report(report: Dict[str, Any], facts: RunFacts) -> Dict[str, Any]:
         if facts.train_split_fidelity:
             report = train_split_not_covered(report, facts.train_split_fidelity)
         if facts.selected_on_private:
-            report = {**add_not_covered(report, f"the choice of this run's settings: {facts.selected_on_private} "
-                                                "(charged to no ledger)"),
-                      "settings_selected_on_private_data": facts.selected_on_private}
+            report = settings_choice(report, facts)
     kind = "secure" if facts.secure_rng else "secret" if facts.secret_randomness else "seeded"
     return {**within_budget(report), "mechanism_randomness": RANDOMNESS[kind]}
 
@@ -286,4 +319,4 @@ class PrivacyReport:
 __all__ = ["COUNTED_N_NOT_COVERED", "HOLDOUT_TEXT", "LEGACY_SIGMA_IS_MULTIPLIER", "LEGACY_SIGMA_IS_STD", "NOT_STATED",
            "OWN_DATA_NOT_COVERED", "OWN_TEST_NOT_COVERED", "PrivacyReport", "PrivacyReportError", "REQUIRED_PRIVATE",
            "RunFacts", "TRAIN_SPLIT_FIDELITY_NOT_COVERED", "WALL_CLOCK_NOT_COVERED", "add_not_covered", "run_report",
-           "size_is_public", "train_split_not_covered", "within_budget"]
+           "settings_choice", "size_is_public", "train_split_not_covered", "within_budget"]

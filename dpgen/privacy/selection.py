@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from dpgen.privacy.validation import check_epsilon, check_positive
+from dpgen.privacy.validation import PrivacyParameterError, check_epsilon, check_positive
 
 
 def bounded_scores(contributions, bound: float) -> np.ndarray:
@@ -65,10 +65,37 @@ def parallel_epsilon(run_epsilon: float, selection_epsilon: float) -> float:
     return float(max(float(run_epsilon), float(selection_epsilon)))
 
 
+def carried_epsilon(this_run: Sequence[Sequence[float]], earlier: Sequence[Sequence[float]], pure_epsilon: float,
+                    delta: float) -> float:
+    """Epsilon of a run whose settings came out of earlier mechanisms on the same records, all of them counted.
+
+    A setting drawn on a held-out part is a function of the selection run's generator as well as of the held-out
+    records: the draw is as private as that run (its training part) and the selection (the held-out part). A later
+    run that trains on every record with that setting therefore composes **sequentially** with both, not in
+    parallel. ``this_run`` and ``earlier``: Poisson-subsampled Gaussian groups ``(noise multiplier, sample rate,
+    steps)`` (this run's ledger; each earlier run whose released output chose a setting); ``pure_epsilon``: the
+    pure-DP selections (the exponential mechanism, delta 0) summed. Returns the PLD epsilon of every group composed
+    at ``delta`` plus ``pure_epsilon``: an upper bound for every record, whichever part it lay in."""
+    from dpgen.privacy.accountants import pld_epsilon
+
+    if pure_epsilon != 0:
+        check_epsilon(pure_epsilon, "the selections' epsilon")
+    groups = []
+    for g in (*this_run, *earlier):
+        z, q, n = (float(g[0]), float(g[1]), int(g[2]))
+        check_positive(z, "a noise multiplier")
+        if not 0.0 < q <= 1.0 or n < 0:
+            raise PrivacyParameterError(f"the training {list(g)!r} is invalid: write [noise multiplier, sample rate in "
+                                        "(0, 1], steps >= 0]")
+        if n:
+            groups.append((z, q, n))
+    return float((pld_epsilon(tuple(sorted(groups)), float(delta)) if groups else 0.0) + float(pure_epsilon))
+
+
 def choice_ratio_bound(epsilon: float) -> float:
     """The most any candidate's probability may change between neighbouring data sets: exp(epsilon)."""
     return math.exp(float(epsilon))
 
 
-__all__ = ["bounded_scores", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
+__all__ = ["bounded_scores", "carried_epsilon", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
            "selection_probabilities"]

@@ -234,6 +234,9 @@ class GenerationTask(Task):
             budget = f"{rep.epsilon_budget:g}" if rep.epsilon_budget is not None else "n/a"
             print(f"  privacy: epsilon spent {rep.epsilon:.4f} of {budget} at delta {rep.delta:.3g} "
                   f"({rep.noise_text()}, {detail})")
+            if isinstance(p.get("epsilon_with_settings_choice"), (int, float)):
+                print(f"  with the choice of its settings on these records (privacy.selection_cost): epsilon "
+                      f"{p['epsilon_with_settings_choice']:.4f} at delta {rep.delta:.3g} (its report's not_covered)")
             check = p.get("cross_check") or {}
             if check.get("passed") is not None:  # the charged epsilon is the one above; the others only check it
                 others = ", ".join(f"{k} {v:.4f}" for k, v in (p.get("epsilon_cross_check") or {}).items())

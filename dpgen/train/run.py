@@ -49,6 +49,8 @@ def privacy_block(cfg, method, task) -> Dict[str, Any]:
         own_data=str(ds.path) if ds.path else None,
         own_test_held_out=bool(ds.path) and not own_test_split(cfg),
         selected_on_private=cfg.privacy.selected_on_private,
+        selection_trainings=tuple((float(t[0]), float(t[1]), int(t[2])) for t in cfg.privacy.selection_cost.trainings),
+        selection_pure_epsilon=float(cfg.privacy.selection_cost.pure_epsilon),
         secret_randomness=bool(cfg.privacy.secret_randomness),
         secure_rng=bool(cfg.privacy.secure_rng),
         train_split_fidelity=task.reads_training_records(cfg))

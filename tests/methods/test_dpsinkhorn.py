@@ -1041,10 +1041,16 @@ def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset)
     # Fashion-MNIST's "no curve" were both drawn under DP on a held-out 5 % of the records the preset trains on
     curve = ((32.0, 0.4) if preset == "mnist" else (None, 0.5), (None, 0.5))
     assert tuple((m["model"].pop("sharpen"), m["model"].pop("sharpen_at")) for m in (best, row)) == curve
-    # ... so every report says the choice composes sequentially with the run (issue 83)
+    # ... so every report says the choice composes sequentially with the run (issue 83), and states its cost: the
+    # runs whose samples the selection scored (and, for MNIST, the full-data run whose test-split measurement
+    # reopened the question) and the selection's epsilon (tests/privacy/test_settings_choice.py)
     selected = best["privacy"].pop("selected_on_private")
     assert row["privacy"].pop("selected_on_private") is None
-    assert "exponential mechanism at epsilon 1" in selected and "sequentially, the pair is at most (11, 1e-5)" in selected
+    assert "exponential mechanism at epsilon 1" in selected and "does not compose in parallel" in selected
+    cost = best["privacy"].pop("selection_cost")
+    assert row["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
+    earlier = [[1.5998, 500 / 60000, 120000]] * 2 if preset == "mnist" else [[1.2233, 500 / 60000, 60000]]
+    assert cost == {"trainings": earlier, "pure_epsilon": 1.0}
     assert best == row
     assert best["dataset"]["name"] == ds
 

@@ -106,9 +106,12 @@ def _files(run: Path):
 
                 acc = EventAccumulator(str(p))
                 acc.Reload()
-                out[str(p.parent.relative_to(run) / "events")] = {
+                # one key per folder, all its event files merged: the hparams file (add_hparams) sits beside the
+                # scalars' file, and which name sorts last depends on the time stamps (a key per file would keep
+                # either, and two identical runs would differ under load)
+                out.setdefault(str(p.parent.relative_to(run) / "events"), {}).update({
                     tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]
-                    if not _volatile(tag)}
+                    if not _volatile(tag)})
             elif p.suffix == ".pt":
                 out[rel] = _strip(torch.load(p, map_location="cpu", weights_only=False))
             elif p.name == "metrics.json":
