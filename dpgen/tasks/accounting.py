@@ -85,6 +85,34 @@ def _private_report(cfg: Config) -> Dict[str, Any]:
                          "relation (set accounting_relation on the class or neighbouring_relation in privacy_report())")
     out["lines"].append(f"  neighbouring relation: {out['relation']}; computed from public numbers only "
                         f"(dataset.n_train = {ds.n_train}, treated as public)")
+    return _settings_choice(cfg, out)
+
+
+def _settings_choice(cfg: Config, out: Dict[str, Any]) -> Dict[str, Any]:
+    """The preset's choice of settings on the private records, as a run's report states it
+    (dpgen.privacy.report.settings_choice): with privacy.selection_cost, the epsilon of a run and that choice
+    together beside the run's own (the planned steps at the calibrated noise)."""
+    from dpgen.privacy.ledger import RELATIONS
+    from dpgen.privacy.report import RunFacts, settings_choice
+
+    if not cfg.privacy.selected_on_private:
+        return out
+    sm = out["summary"]
+    z, q, steps = sm.get("noise_multiplier"), sm.get("sample_rate"), sm.get("steps")
+    planned = {"private": True, "delta": float(cfg.privacy.delta), "neighbouring_relation": out["relation"],
+               "composition": [[float(z), float(q), int(steps)]] if None not in (z, q, steps) else None}
+    facts = RunFacts(n=int(cfg.dataset.n_train), poisson=out["relation"] == RELATIONS["poisson"],
+                     selected_on_private=cfg.privacy.selected_on_private,
+                     selection_trainings=tuple((float(a), float(b), int(c)) for a, b, c in
+                                               cfg.privacy.selection_cost.trainings),
+                     selection_pure_epsilon=float(cfg.privacy.selection_cost.pure_epsilon))
+    rep = settings_choice(planned, facts)
+    eps = rep.get("epsilon_with_settings_choice")
+    out["summary"] = {**sm, "settings_selected_on_private_data": cfg.privacy.selected_on_private,
+                      **({"epsilon_with_settings_choice": eps} if eps is not None else {})}
+    out["lines"].append(f"  settings chosen on these records: {cfg.privacy.selected_on_private}")
+    out["lines"].append(f"  with that choice (privacy.selection_cost): epsilon {eps:.4f} at delta {cfg.privacy.delta:g}"
+                        if eps is not None else "  that choice is charged to no ledger, and no bound covers it")
     return out
 
 

@@ -133,3 +133,17 @@ def test_every_preset_chosen_by_a_dp_mechanism_states_its_cost():
             cost = priv.get("selection_cost") or {}
             assert cost.get("trainings") and cost.get("pure_epsilon", 0) > 0, path.name
     assert found >= 2
+
+
+def test_task_accounting_states_the_choice_and_its_epsilon(tmp_path, monkeypatch, capsys):
+    """``task=accounting experiment=dpsinkhorn_best_mnist`` (public numbers only) states, beside the run's 9.9994,
+    the epsilon with the choice of its curve, as every report of its runs does."""
+    from dpgen.config import compose_config
+    from dpgen.tasks.accounting import run_accounting
+
+    monkeypatch.setenv("DPGEN_DATA_ROOT", str(tmp_path))
+    record = run_accounting(compose_config(["experiment=dpsinkhorn_best_mnist", "task=accounting"]))
+    out = capsys.readouterr().out
+    assert record["epsilon"] == pytest.approx(10, abs=1e-3)
+    assert record["epsilon_with_settings_choice"] == pytest.approx(21.08, abs=0.01)
+    assert "with that choice (privacy.selection_cost): epsilon 21.08" in out
