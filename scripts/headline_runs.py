@@ -1,5 +1,7 @@
 #!/usr/bin/env python
 """Issue 86's headline rows, trained and evaluated under both protocols by one command, then tabled.
+At a budget other than 10, a preset with settings chosen at that budget's noise (conf/experiment/<preset>_eps1.yaml)
+runs in the preset's place.
 
 For each preset (ours, DP-MERF, DP-Kernel on MNIST and Fashion-MNIST, and DP-Kernel with the settings picked on the
 public proxy) and seed:
@@ -84,8 +86,10 @@ def steps(scale: str, datasets: List[str], seeds: List[int], out: Path, only: Op
     for preset, seed, eps in ((p, s, e) for e in epsilons for p in presets for s in seeds):
         tag = "" if eps == 10 else f"_eps{eps:g}"
         run = out / f"{preset}{tag}_seed{seed}"
-        plan.append((f"train {preset} seed {seed} at epsilon {eps:g} (+ the papers' protocol)",
-                     [f"experiment={preset}", f"seed={seed}", f"privacy.epsilon={eps:g}", "resume=auto",
+        # a budget with settings of its own (chosen at its noise: conf/experiment/<preset>_eps<budget>.yaml) uses them
+        own = f"{preset}{tag}" if tag and (ROOT / "conf" / "experiment" / f"{preset}{tag}.yaml").is_file() else preset
+        plan.append((f"train {own} seed {seed} at epsilon {eps:g} (+ the papers' protocol)",
+                     [f"experiment={own}", f"seed={seed}", f"privacy.epsilon={eps:g}", "resume=auto",
                       "task.fid_samples=10000", f"hydra.run.dir={run}"], run))
         plan.append((f"DPImageBench's protocol ({scale} counts), {preset}{tag} seed {seed}",
                      # 300 images for the papers' FID here: its 10,000-image FID is the training run's own

@@ -147,3 +147,8 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
     assert [d.name for _, _, d in one] == ["dpmerf_best_mnist_seed0", "dpmerf_best_mnist_seed0_dib_cpu",
                                            "dpmerf_best_mnist_eps1_seed0", "dpmerf_best_mnist_eps1_seed0_dib_cpu"]
     assert compose_config(one[2][1][:-1]).privacy.epsilon == 1.0
+    # ours at epsilon 1 takes the settings chosen at epsilon 1's noise (conf/experiment/dpsinkhorn_best_mnist_eps1.yaml)
+    ours = headline_runs.steps("cpu", ["mnist"], [0], tmp_path, only=["dpsinkhorn_best_mnist"], epsilons=(10.0, 1.0))
+    assert [a[0] for _, a, _ in ours[::2]] == ["experiment=dpsinkhorn_best_mnist", "experiment=dpsinkhorn_best_mnist_eps1"]
+    eps1 = compose_config(ours[2][1][:-1])
+    assert (eps1.privacy.epsilon, eps1.model.dct_size, eps1.privacy.selected_on_private) == (1.0, 10, None)

@@ -1078,3 +1078,26 @@ def test_param_dct_preset_is_the_dct_recipe_with_the_papers_param_grad_mechanism
     eps = epsilon_for(pm["noise_multiplier"], t["batch_size"] / 60000, t["steps"], param["privacy"]["delta"],
                       sampling="poisson")
     assert 9.9 < eps <= param["privacy"]["epsilon"]
+
+
+def test_best_mnist_eps1_preset_differs_from_epsilon_10s_only_where_chosen_at_epsilon_1():
+    """experiment=dpsinkhorn_best_mnist_eps1 is dpsinkhorn_best_mnist at epsilon 1 with the band and the contrast
+    curve chosen on the proxy at epsilon 1's noise (experiments/fidelity/2026-12-07_dpsinkhorn_eps1_proxy.md), and
+    with no selection on MNIST's records: epsilon 10's curve was drawn there with an epsilon-10 run's samples, so an
+    epsilon-1 run that kept it would carry that cost (tests/privacy/test_settings_choice.py)."""
+    import dataclasses
+
+    from dpgen.config import compose_preset
+
+    ten = dataclasses.asdict(compose_preset("dpsinkhorn_best_mnist"))
+    one = dataclasses.asdict(compose_preset("dpsinkhorn_best_mnist_eps1"))
+    assert (ten.pop("experiment_name"), one.pop("experiment_name")) == ("dpsinkhorn_best_mnist",
+                                                                        "dpsinkhorn_best_mnist_eps1")
+    assert (ten["privacy"].pop("epsilon"), one["privacy"].pop("epsilon")) == (10.0, 1.0)
+    assert (ten["model"].pop("dct_size"), one["model"].pop("dct_size")) == (14, 10)
+    assert one["privacy"].pop("selected_on_private") is None and ten["privacy"].pop("selected_on_private")
+    assert one["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
+    ten["privacy"].pop("selection_cost")
+    curve = (one["model"].pop("sharpen"), one["model"].pop("sharpen_at"))
+    assert (ten["model"].pop("sharpen"), ten["model"].pop("sharpen_at")) == (32.0, 0.4) and curve != (32.0, 0.4)
+    assert one == ten
