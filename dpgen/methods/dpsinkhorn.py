@@ -93,10 +93,21 @@ class DPSinkhornConfig(SinkhornConfig):
     #: record-separable dual bound clipped to C on its own, summed, noise std C sigma (DP-SGD's clipping:
     #: dpsinkhorn_param's default, and dpgen's per-record image gradient for dpsinkhorn). dpsinkhorn_adv: batch
     clip_mode: str = "batch"
+    #: generated samples per step (null: trainer.batch_size, the expected real batch). dpsinkhorn with
+    #: clip_mode=per_sample only. Data-independent: each record's gradient with respect to all of them is still
+    #: clipped to C, so the sensitivity and the accountant do not change; the noise covers fake_batch x |code|
+    #: coordinates, and the released sum is still divided by the expected real batch
+    fake_batch: Optional[int] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _choice(self.clip_mode, "method.clip_mode", CLIP_MODES)
+        if self.fake_batch is not None:
+            check_positive_int(self.fake_batch, "method.fake_batch")
+            if self.name != "dpsinkhorn" or self.clip_mode != "per_sample":
+                raise ConfigError(f"method.fake_batch={self.fake_batch} is set for method={self.name} with "
+                                  f"method.clip_mode={self.clip_mode}: only dpsinkhorn with clip_mode=per_sample "
+                                  "draws its own count of samples; use method.fake_batch=null")
         check_positive(self.clip, "method.clip", "the image-gradient clipping bound C")
         if self.noise_multiplier is not None:
             check_positive(self.noise_multiplier, "method.noise_multiplier",
@@ -341,6 +352,9 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         self._setup_privacy(cfg, n_private, batch_size, steps, mech)
         if self.clip_mode == "per_sample":
             self.mechanism_text = self.PER_RECORD_TEXT
+        #: generated samples per step (method.fake_batch; None: the batch's own size)
+        fake_batch = getattr(cfg.method, "fake_batch", None)  # a hand-built config without the field: None
+        self.fake_batch = None if fake_batch is None else int(fake_batch)
         #: per-record gradient norms of the last step before clipping (per_sample; kept in memory)
         self.last_norms: Optional[torch.Tensor] = None
 
@@ -391,7 +405,7 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         gradient is grad_code S(decode(code), real) clipped to C + N(0, (2 C sigma)^2) per coordinate:
         the same sensitivity 2C and accountant, in fewer coordinates."""
         gen = models["generator"]
-        code, y_fake = gen.sample_code(batch.size, device=batch.device)
+        code, y_fake = gen.sample_code(self.fake_batch or batch.size, device=batch.device)
         self.release_shape = tuple(code.shape[1:])  # shapes are data-independent (no host read)
         if self.clip_mode == "per_sample":
             code.backward(self.release_per_record(gen, code, y_fake, batch))

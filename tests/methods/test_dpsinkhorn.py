@@ -1101,3 +1101,51 @@ def test_best_mnist_eps1_preset_differs_from_epsilon_10s_only_where_chosen_at_ep
     curve = (one["model"].pop("sharpen"), one["model"].pop("sharpen_at"))
     assert (ten["model"].pop("sharpen"), ten["model"].pop("sharpen_at")) == (32.0, 0.4) and curve != (32.0, 0.4)
     assert one == ten
+
+
+def test_fake_batch_draws_its_own_count_with_the_same_sensitivity_and_noise():
+    """method.fake_batch: the step draws that many generated samples whatever the real batch holds; each record's
+    gradient with respect to all of them is still clipped to C (sensitivity by simulation) and the noise per
+    coordinate is still C sigma / B."""
+    m, gen = _per_record(clip=0.5, sigma=1.1)
+    m.fake_batch = 13
+    code_seen = {}
+    orig = gen.sample_code
+
+    def spy(n, *a, **kw):
+        code_seen["n"] = n
+        return orig(n, *a, **kw)
+
+    gen.sample_code = spy
+    real, y = _batch(5, seed=1)
+    m.rng = torch.Generator().manual_seed(0)
+    m.step({"generator": gen}, GenerationBatch(real, y, 4, torch.device("cpu")))
+    assert code_seen["n"] == 13
+    # sensitivity C with 13 generated samples, by simulation
+    shifts = []
+    m.mechanism.noise_multiplier = 0.0
+    for trial in range(20):
+        real, y = _batch(5, seed=trial)
+        canary = torch.rand(1, 1, 8, 8) * (1 + 20 * (trial % 2))
+        out = _release(m, gen, real, y, n_fake=13)
+        inn = _release(m, gen, torch.cat([real, canary]), torch.cat([y, y[:1]]), n_fake=13)
+        shifts.append(float((inn - out).norm()) * m.batch_size)
+    assert max(shifts) <= 0.5 * (1 + 1e-5) and max(shifts) == pytest.approx(0.5, rel=1e-4)
+    # the noise of an empty batch: std C sigma / B per coordinate of 13 x |code|
+    m.mechanism.noise_multiplier = 1.1
+    m.rng = torch.Generator().manual_seed(5)
+    noise = _release(m, gen, None, None, n_fake=13)
+    assert noise.shape == (13, 16)
+    assert noise.std().item() * m.batch_size == pytest.approx(0.5 * 1.1, rel=5 / math.sqrt(2 * noise.numel()))
+
+
+@pytest.mark.parametrize("name, clip_mode", [("dpsinkhorn", "batch"), ("dpsinkhorn_param", "per_sample")])
+def test_fake_batch_is_refused_where_it_is_not_drawn(name, clip_mode):
+    from dpgen.methods.dpsinkhorn import DPSinkhornConfig
+    from dpgen.utils.settings import ConfigError
+
+    with pytest.raises(ConfigError, match=f"method.fake_batch=64 is set for method={name}.*fake_batch=null"):
+        DPSinkhornConfig(name=name, clip_mode=clip_mode, fake_batch=64)
+    with pytest.raises(ValueError, match="method.fake_batch=0 is invalid"):
+        DPSinkhornConfig(name="dpsinkhorn", clip_mode="per_sample", fake_batch=0)
+    assert DPSinkhornConfig(name="dpsinkhorn", clip_mode="per_sample", fake_batch=64).fake_batch == 64
