@@ -152,3 +152,10 @@ def test_headline_runs_plan_composes_and_resumes(tmp_path, capsys):
     assert [a[0] for _, a, _ in ours[::2]] == ["experiment=dpsinkhorn_best_mnist", "experiment=dpsinkhorn_best_mnist_eps1"]
     eps1 = compose_config(ours[2][1][:-1])
     assert (eps1.privacy.epsilon, eps1.model.dct_size, eps1.privacy.selected_on_private) == (1.0, 10, None)
+    # and so does Fashion-MNIST's, with the digit proxy's picks (conf/experiment/dpsinkhorn_best_fmnist_eps1.yaml)
+    ours = headline_runs.steps("cpu", ["fashion_mnist"], [0], tmp_path, only=["dpsinkhorn_best_fmnist"],
+                               epsilons=(10.0, 1.0))
+    assert [a[0] for _, a, _ in ours[::2]] == ["experiment=dpsinkhorn_best_fmnist",
+                                              "experiment=dpsinkhorn_best_fmnist_eps1"]
+    eps1 = compose_config(ours[2][1][:-1])
+    assert (eps1.privacy.epsilon, eps1.model.dct_size, eps1.privacy.selected_on_private) == (1.0, 10, None)

@@ -1103,6 +1103,32 @@ def test_best_mnist_eps1_preset_differs_from_epsilon_10s_only_where_chosen_at_ep
     assert one == ten
 
 
+def test_best_fmnist_eps1_preset_takes_the_digit_proxys_epsilon_1_picks_and_nothing_private():
+    """experiment=dpsinkhorn_best_fmnist_eps1 is dpsinkhorn_best_fmnist at epsilon 1 with dpsinkhorn_best_mnist_eps1's
+    band, length and curve (chosen on the digit proxy at epsilon 1's noise; no clothing proxy is public) and no
+    selection on Fashion-MNIST's records: epsilon 10's drawn "no curve" would carry its cost."""
+    import dataclasses
+
+    from dpgen.config import compose_preset
+
+    ten = dataclasses.asdict(compose_preset("dpsinkhorn_best_fmnist"))
+    one = dataclasses.asdict(compose_preset("dpsinkhorn_best_fmnist_eps1"))
+    digits = compose_preset("dpsinkhorn_best_mnist_eps1")
+    assert (ten.pop("experiment_name"), one.pop("experiment_name")) == ("dpsinkhorn_best_fmnist",
+                                                                        "dpsinkhorn_best_fmnist_eps1")
+    assert (ten["privacy"].pop("epsilon"), one["privacy"].pop("epsilon")) == (10.0, 1.0)
+    assert ten["model"].pop("dct_size") == 14 and one["model"].pop("dct_size") == digits.model.dct_size == 10
+    assert one["trainer"]["steps"] == digits.trainer.steps == 120000
+    assert one["privacy"].pop("selected_on_private") is None and ten["privacy"].pop("selected_on_private")
+    assert one["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
+    ten["privacy"].pop("selection_cost")
+    curve = (one["model"].pop("sharpen"), one["model"].pop("sharpen_at"))
+    assert curve == (digits.model.sharpen, digits.model.sharpen_at) == (16.0, 0.4)
+    assert ten["model"].pop("sharpen") is None
+    ten["model"].pop("sharpen_at")
+    assert one == ten
+
+
 def test_fake_batch_draws_its_own_count_with_the_same_sensitivity_and_noise():
     """method.fake_batch: the step draws that many generated samples whatever the real batch holds; each record's
     gradient with respect to all of them is still clipped to C (sensitivity by simulation) and the noise per
