@@ -94,11 +94,11 @@ class GenerationTask(Task):
                              f"(e.g. method.center=dp_mean); {cfg.dataset.name} is read lazily: set method.center=none")
         gen = generator_from_config(cfg.model, self.shape, self.num_classes).to(device)
         apply_memory_format(gen, str(cfg.model.memory_format), device)
-        if cfg.trainer.batch_size < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
-                                              for m in gen.modules()):
-            raise ValueError(f"trainer.batch_size={cfg.trainer.batch_size}: the generator ({cfg.model.generator}) has "
-                             "batch normalisation, which needs at least 2 generated samples per step; use "
-                             "trainer.batch_size >= 2")
+        fake_batch = getattr(cfg.method, "fake_batch", None)  # dpsinkhorn's generated samples a step (null: the batch)
+        drawn, name = (fake_batch, "method.fake_batch") if fake_batch else (cfg.trainer.batch_size, "trainer.batch_size")
+        if drawn < 2 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in gen.modules()):
+            raise ValueError(f"{name}={drawn}: the generator ({cfg.model.generator}) has batch normalisation, which "
+                             f"needs at least 2 generated samples per step; use {name} >= 2")
         return method, {"generator": gen}
 
     def prepare(self, method, output_dir: Path) -> bool:

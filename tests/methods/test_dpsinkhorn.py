@@ -1175,3 +1175,12 @@ def test_fake_batch_is_refused_where_it_is_not_drawn(name, clip_mode):
     with pytest.raises(ValueError, match="method.fake_batch=0 is invalid"):
         DPSinkhornConfig(name="dpsinkhorn", clip_mode="per_sample", fake_batch=0)
     assert DPSinkhornConfig(name="dpsinkhorn", clip_mode="per_sample", fake_batch=64).fake_batch == 64
+
+
+def test_fake_batch_of_one_with_a_batch_norm_generator_is_refused_by_name(tmp_path, fake_data_root):
+    from dpgen.tasks import run as run_task
+
+    cfg = _train_cfg(tmp_path, fake_data_root, ["trainer.steps=1", "method.clip_mode=per_sample",
+                                                "method.fake_batch=1"])  # model.generator=mlp has batch norm
+    with pytest.raises(ValueError, match="method.fake_batch=1: the generator .* use method.fake_batch >= 2"):
+        run_task(cfg, tmp_path / "run")
