@@ -3,7 +3,8 @@
 
 Reads the run folders under the given directories (a folder holding ``metrics.json``): generation runs (training:
 epsilon, delta, steps, training time, their own LogReg / MLP / CNN under the papers' protocol) and the
-``task=evaluate`` runs made of them (``task.run=<training run>``), joined by the training run's path. An evaluation
+``task=evaluate`` runs made of them (``task.run=<training run>``), joined by the training run's path (a training
+run evaluated with fewer classifiers takes LogReg / MLP / CNN from an evaluation that measured all three). An evaluation
 with ``task.fid_samples`` set gives the papers' FID and precision / recall (generated vs the real test split); one
 with ``task.protocol=dpimagebench`` gives DPImageBench's ResNet accuracy and FID / precision / recall against the
 private training split, with its counts (below theirs on a CPU: the table says so in each row). An evaluation
@@ -165,6 +166,12 @@ def build_rows(dirs: List[Path]) -> List[Dict[str, Any]]:
             row.update({k.replace("eval_", ""): v for k, v in fields.items() if v is not None})
         else:  # the training run's own classifiers stand (the papers' protocol); the evaluation adds fidelity
             base.update({k: v for k, v in fields.items() if v is not None and not k.startswith("eval_")})
+            # a training run evaluated with fewer classifiers (LogReg only, say) takes the evaluation's as one set:
+            # the four cells of one row come from one draw of samples, never mixed between two
+            own = [base.get(k) for k in ("logreg", "mlp", "cnn")]
+            theirs = [fields.get(f"eval_{k}") for k in ("logreg", "mlp", "cnn")]
+            if None in own and None not in theirs:
+                base.update({k: fields.get(f"eval_{k}") for k in ("logreg", "mlp", "cnn", "class_mean")})
     rows = list(trained.values()) + list(restored.values())
     datasets = sorted({r["dataset"] for r in rows if r["dataset"]})
     for ds in datasets:

@@ -84,8 +84,20 @@ def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
         "fidelity_counts": {"fid_samples": 10000}, "protocol": "dpimagebench",
         "summary": {"cnn": {"mean": 93.0}, "fid": {"mean": 33.0}, "dpimagebench_resnet": {"mean": 89.0}},
         "dpimagebench": [{"n_synthetic": 5000, "fid_real": 5000, "resnet": {"depth": 20, "epochs": 10}}]})
+    short = _run_folder(tmp_path / "runs" / "train_logreg_only", {  # its own evaluation: LogReg only
+        "task": "generation", "method": "dpsinkhorn", "dataset": "mnist", "seed": 1, "steps": 100,
+        "privacy": {"epsilon_spent": 1.0, "delta": 1e-5},
+        "downstream": {"logreg": {"test_acc": 60.0}, "class_mean": {"test_acc": 50.0}}},
+        "seed: 1\nexperiment_name: ours_eps1\n")
+    _run_folder(tmp_path / "runs" / "ev_short", {
+        "task": "evaluate", "run": str(short), "fidelity_counts": {"fid_samples": 10000},
+        "summary": {"logreg": {"mean": 61.0}, "mlp": {"mean": 62.0}, "cnn": {"mean": 63.0},
+                    "class_mean": {"mean": 51.0}, "fid": {"mean": 99.0}}})
     rows = headline_table.build_rows([tmp_path / "runs"])
     ours = {r["row"]: r for r in rows if r["source"] == "dpgen, measured"}
+    # one draw per row: the evaluation's three classifiers replace the run's lone LogReg
+    assert [ours["ours_eps1 (seed 1)"][k] for k in ("logreg", "mlp", "cnn", "class_mean", "fid_test")] == \
+        [61.0, 62.0, 63.0, 51.0, 99.0]
     plain, restored = ours["dpkernel_mnist (seed 0)"], ours["dpkernel_mnist (seed 0) + restorer (usps)"]
     curved = ours["dpkernel_mnist (seed 0), curve slope 8 at 0.4"]
     assert (curved["cnn"], curved["fid_test"], curved["resnet_dib"], curved["logreg"]) == (93.0, 33.0, 89.0, None)
