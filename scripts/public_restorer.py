@@ -12,7 +12,8 @@ CNN, input ``lowpass(x, k)``, target ``x``), then draws a run's samples without 
     python scripts/public_restorer.py fid <dir>/synthetic.npz --dataset usps [--option resize=20 --option pad=4]
     python run.py task=evaluate task.synthetic=<dir>/synthetic.npz dataset=<the run's>   # LogReg / MLP / CNN
 
-``--blur s`` trains on inputs blurred by a Gaussian of std s pixels before the band (a generator's samples are
+``--labelled`` gives the restorer each sample's label as one-hot planes (learnt from the public set's labels; a run's
+samples carry the labels they were drawn for). ``--blur s`` trains on inputs blurred by a Gaussian of std s pixels before the band (a generator's samples are
 smoother than band-limited real images: FID is not L2, docs/FIDELITY.md). Which variant is used is chosen on the
 public proxy, never on the sensitive data's test split. Training reads only the public set's training split.
 """
@@ -45,23 +46,25 @@ def train(args) -> None:
                          "learning it on sensitive records would publish them through its weights")
     torch.manual_seed(args.seed)
     cfg = compose_config([f"dataset={args.dataset}"])
-    x, _ = as_tensors(load_split(cfg.dataset, "train"))  # the PUBLIC set's training split only
+    x, labels = as_tensors(load_split(cfg.dataset, "train"))  # the PUBLIC set's training split only
     x = x.float()
+    num_classes = int(cfg.dataset.num_classes) if getattr(args, "labelled", False) else 0
     if args.size:  # framed like the sensitive set: resized to inner x inner, padded to size x size
         inner = args.inner or args.size
         x = nn.functional.interpolate(x, size=(inner, inner), mode="bilinear", antialias=True, align_corners=False)
         p = (args.size - inner) // 2
         x = nn.functional.pad(x, (p, args.size - inner - p, p, args.size - inner - p)).clamp(0, 1)
-    net = Restorer(args.width, args.depth)
+    net = Restorer(args.width, args.depth, num_classes)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     t0, n = time.time(), len(x)
     for epoch in range(args.epochs):
         perm = torch.randperm(n)
         total = 0.0
         for i in range(0, n, args.batch):
-            xb = x[perm[i:i + args.batch]]
+            idx = perm[i:i + args.batch]
+            xb, yb = x[idx], (labels[idx] if num_classes else None)
             inp = lowpass(_blur(xb, args.blur * float(torch.rand(())) if args.blur else 0.0), args.band)
-            loss = nn.functional.binary_cross_entropy(net(inp), xb)
+            loss = nn.functional.binary_cross_entropy(net(inp, yb), xb)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -70,7 +73,8 @@ def train(args) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state": net.state_dict(), "width": args.width, "depth": args.depth, "band": args.band,
-                "public_dataset": args.dataset, "blur": args.blur, "size": args.size, "inner": args.inner}, out)
+                "public_dataset": args.dataset, "blur": args.blur, "size": args.size, "inner": args.inner,
+                "num_classes": num_classes}, out)
     print(f"wrote {out}")
 
 
@@ -86,7 +90,7 @@ def apply(args) -> None:
             m = min(1000, args.n - i)
             y = torch.randint(0, k, (m,), generator=g) if k else None
             x, y = gen.sample(m, y=y, device="cpu", generator=g)
-            xs.append(net(x.float()).clamp(0, 1) if not args.no_restore else x.float())
+            xs.append(net(x.float(), y).clamp(0, 1) if not args.no_restore else x.float())
             ys.append(y if y is not None else torch.zeros(m, dtype=torch.long))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -127,6 +131,9 @@ def main() -> None:
     t.add_argument("--width", type=int, default=48)
     t.add_argument("--depth", type=int, default=6)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--labelled", action="store_true",
+                   help="give the restorer the sample's label (one-hot planes), learnt from the public set's labels; "
+                        "it then restores toward the class a sample was drawn for")
     t.add_argument("--out", required=True)
     a = sub.add_parser("apply", help="draw a run's samples without its curve and restore them")
     a.add_argument("run")

@@ -58,3 +58,42 @@ def test_training_reads_the_public_training_split_and_records_what_it_learnt(tmp
         err_restored = float(((net(band) - x) ** 2).mean())
     assert err_restored < 0.9 * err_band, (err_restored, err_band)
     assert np.isfinite(err_restored)
+
+
+def test_a_labelled_restorer_learns_from_the_labels_and_is_checked_against_the_run(tmp_path):
+    """--labelled: the file records the classes, the restorer needs the labels and uses them (the true label
+    restores the test split better than a wrong one), a run of another class count is refused by name, and a
+    restored generator passes its own labels through."""
+    import public_restorer as pr
+    from dpgen.config import compose_config
+    from dpgen.data import as_tensors, load_split
+    from dpgen.models.restorer import RestoredSamples, load_restorer, read_restorer
+    from dpgen.utils.dct import lowpass
+
+    out = tmp_path / "r.pt"
+    args = SimpleNamespace(dataset="digits", band=2, blur=0.0, size=0, inner=0, epochs=6, batch=64, lr=3e-3,
+                           width=16, depth=4, seed=0, out=str(out), labelled=True)
+    pr.train(args)
+    net, info = read_restorer(out)
+    assert info["num_classes"] == 10 and net.num_classes == 10
+    x, y = as_tensors(load_split(compose_config(["dataset=digits"]).dataset, "test"))
+    x, band = x.float(), lowpass(x.float(), 2)
+    with torch.no_grad():
+        right = float(((net(band, y) - x) ** 2).mean())
+        wrong = float(((net(band, (y + 5) % 10) - x) ** 2).mean())
+    assert right < 0.9 * wrong, (right, wrong)
+    with pytest.raises(ValueError, match="learnt with labels"):
+        net(band)
+    with pytest.raises(ValueError, match="learnt with 10 class labels, the run's generator draws 2 classes"):
+        load_restorer(out, "mnist", (1, 8, 8), 2, num_classes=2)
+    assert load_restorer(out, "mnist", (1, 8, 8), 2, num_classes=10)[0].num_classes == 10
+
+    class Inner(torch.nn.Module):
+        num_classes, code_dim, out_shape = 10, 4, (1, 8, 8)
+
+        def sample(self, n, y=None, generator=None, device=None):
+            return band[:n], y[:n] if y is not None else torch.arange(n) % 10
+
+    drawn, labels = RestoredSamples(Inner(), net).sample(6, y=y[:6])
+    with torch.no_grad():
+        assert torch.allclose(drawn, net(band[:6], y[:6]).clamp(0, 1)) and torch.equal(labels, y[:6])

@@ -12,7 +12,7 @@ band or frame than the run draws.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -23,19 +23,30 @@ PUBLIC_PROXIES = ("usps", "usps8", "digits")
 
 
 class Restorer(nn.Module):
-    """x_band -> sigmoid(logit(x_band) + f(x_band)): a residual CNN of ``depth`` 3 x 3 layers of ``width`` channels."""
+    """x_band -> sigmoid(logit(x_band) + f(x_band)): a residual CNN of ``depth`` 3 x 3 layers of ``width`` channels.
 
-    def __init__(self, width: int = 48, depth: int = 6) -> None:
+    ``num_classes`` > 0 (``public_restorer.py train --labelled``): f also sees the sample's label as that many one-hot
+    planes, so that it restores strokes of the class the sample was drawn for instead of the class it resembles."""
+
+    def __init__(self, width: int = 48, depth: int = 6, num_classes: int = 0) -> None:
         super().__init__()
-        layers = [nn.Conv2d(1, width, 3, padding=1), nn.ReLU()]
+        self.num_classes = int(num_classes)
+        layers = [nn.Conv2d(1 + self.num_classes, width, 3, padding=1), nn.ReLU()]
         for _ in range(depth - 2):
             layers += [nn.Conv2d(width, width, 3, padding=1), nn.ReLU()]
         layers.append(nn.Conv2d(width, 1, 3, padding=1))
         self.f = nn.Sequential(*layers)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
         z = torch.logit(x.clamp(1e-3, 1 - 1e-3))
-        return torch.sigmoid(z + self.f(x))
+        inp = x
+        if self.num_classes:
+            if y is None:
+                raise ValueError(f"this restorer was learnt with labels ({self.num_classes} classes): pass the "
+                                 "samples' labels (a class-conditional generator's)")
+            planes = nn.functional.one_hot(y.long(), self.num_classes).to(x.dtype)[:, :, None, None]
+            inp = torch.cat([x, planes.expand(-1, -1, *x.shape[-2:])], dim=1)
+        return torch.sigmoid(z + self.f(inp))
 
 
 def blur(x: torch.Tensor, s: float) -> torch.Tensor:
@@ -61,16 +72,18 @@ def read_restorer(path) -> Tuple[Restorer, Dict[str, Any]]:
     """The restorer saved at ``path`` (``scripts/public_restorer.py train``) and what its file records, unchecked:
     :func:`load_restorer` checks it against a run."""
     saved = torch.load(Path(path), map_location="cpu", weights_only=True)
-    net = Restorer(int(saved["width"]), int(saved["depth"]))
+    net = Restorer(int(saved["width"]), int(saved["depth"]), int(saved.get("num_classes") or 0))
     net.load_state_dict(saved["state"])
     net.eval()
-    return net, {k: saved.get(k) for k in ("public_dataset", "band", "blur", "size", "inner", "width", "depth")}
+    return net, {k: saved.get(k) for k in ("public_dataset", "band", "blur", "size", "inner", "width", "depth",
+                                           "num_classes")}
 
 
-def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[str, Any]]:
+def load_restorer(path, dataset: str, shape, band: int, num_classes: Optional[int] = None
+                  ) -> Tuple[Restorer, Dict[str, Any]]:
     """The restorer saved at ``path`` and what it learnt, checked against the run it is applied to: ``dataset``
-    (the run's data set), ``shape`` (C, H, W) and ``band`` (:func:`run_band`). Raises ValueError naming the
-    mismatch and the fix."""
+    (the run's data set), ``shape`` (C, H, W), ``band`` (:func:`run_band`) and, for a restorer learnt with labels,
+    ``num_classes`` (the run generator's). Raises ValueError naming the mismatch and the fix."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"restorer={path}: no such file (learn one with python scripts/public_restorer.py train "
@@ -93,6 +106,9 @@ def load_restorer(path, dataset: str, shape, band: int) -> Tuple[Restorer, Dict[
     if shape[0] != 1 or (size and (size, size) != tuple(shape[1:])):
         raise ValueError(f"restorer={path} restores 1-channel images of {size or 'its data set'}'s size, the run "
                          f"draws {tuple(shape)}: learn one with --size {shape[-1]}")
+    if net.num_classes and num_classes is not None and int(num_classes) != net.num_classes:
+        raise ValueError(f"restorer={path} learnt with {net.num_classes} class labels, the run's generator draws "
+                         f"{num_classes} classes: learn one without --labelled, or on a set of {num_classes} classes")
     return net, info
 
 
@@ -105,7 +121,7 @@ def restored(gen: nn.Module, path, dataset: str, model_cfg, shape, device) -> Tu
     the restorer learnt with its file and SHA-256: the one way a release and an evaluation build it."""
     import hashlib
 
-    net, info = load_restorer(path, dataset, shape, run_band(model_cfg, shape))
+    net, info = load_restorer(path, dataset, shape, run_band(model_cfg, shape), getattr(gen, "num_classes", None))
     info.update(file=str(path), sha256=hashlib.sha256(Path(path).read_bytes()).hexdigest())
     return RestoredSamples(gen, net.to(device)), info
 
@@ -133,4 +149,4 @@ class RestoredSamples(nn.Module):
     def sample(self, n: int, y=None, generator=None, device=None):
         x, y = self.inner.sample(n, y=y, generator=generator, device=device)
         with torch.no_grad():  # the restorer is on the generator's device (:func:`restored`)
-            return self.restorer(x.float()).clamp(0, 1), y
+            return self.restorer(x.float(), y).clamp(0, 1), y
