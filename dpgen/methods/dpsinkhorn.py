@@ -98,10 +98,21 @@ class DPSinkhornConfig(SinkhornConfig):
     #: clipped to C, so the sensitivity and the accountant do not change; the noise covers fake_batch x |code|
     #: coordinates, and the released sum is still divided by the expected real batch
     fake_batch: Optional[int] = None
+    #: lambda >= 0: each step pushes every generated sample away from its nearest other generated sample of its
+    #: class, lambda times one record's clipped pull (C / B) at the batch's median such distance, 1 / distance
+    #: otherwise (DPSinkhorn.repulsion). dpsinkhorn with clip_mode=per_sample only. It reads generated samples
+    #: only: post-processing, no privacy cost. 0: off (the releases of every earlier run)
+    repel: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _choice(self.clip_mode, "method.clip_mode", CLIP_MODES)
+        if not (math.isfinite(self.repel) and self.repel >= 0):
+            raise ConfigError(f"method.repel={self.repel} is invalid: give a finite weight >= 0 (0: no push)")
+        if self.repel and (self.name != "dpsinkhorn" or self.clip_mode != "per_sample"):
+            raise ConfigError(f"method.repel={self.repel} is set for method={self.name} with "
+                              f"method.clip_mode={self.clip_mode}: only dpsinkhorn with clip_mode=per_sample "
+                              "pushes its generated samples apart; use method.repel=0")
         if self.fake_batch is not None:
             check_positive_int(self.fake_batch, "method.fake_batch")
             if self.name != "dpsinkhorn" or self.clip_mode != "per_sample":
@@ -355,6 +366,8 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         #: generated samples per step (method.fake_batch; None: the batch's own size)
         fake_batch = getattr(cfg.method, "fake_batch", None)  # a hand-built config without the field: None
         self.fake_batch = None if fake_batch is None else int(fake_batch)
+        #: method.repel (lambda of :meth:`repulsion`; 0: off)
+        self.repel = float(getattr(cfg.method, "repel", 0.0) or 0.0)
         #: per-record gradient norms of the last step before clipping (per_sample; kept in memory)
         self.last_norms: Optional[torch.Tensor] = None
 
@@ -408,7 +421,8 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         code, y_fake = gen.sample_code(self.fake_batch or batch.size, device=batch.device)
         self.release_shape = tuple(code.shape[1:])  # shapes are data-independent (no host read)
         if self.clip_mode == "per_sample":
-            code.backward(self.release_per_record(gen, code, y_fake, batch))
+            released = self.release_per_record(gen, code, y_fake, batch)
+            code.backward(released if not self.repel else released + self.repulsion(gen, code.detach(), y_fake))
             return {}
         fake = gen.decode(code)  # every trainable parameter is before ``code``
         if batch.real is None:  # an empty Poisson batch: the mechanism still releases its noise
@@ -451,6 +465,32 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
         # an empty Poisson batch releases the noise alone
         (noisy,) = self.mechanism.noise_sum([total], generator=self.rng, dtypes=[code.dtype])
         return noisy / self.batch_size
+
+    def repulsion(self, gen, code: torch.Tensor, y_fake) -> torch.Tensor:
+        """``method.repel``: the code gradient that pushes each generated sample j away from its nearest other
+        generated sample of its class, -lambda C dbar (p_j - p_nn) / (B d_j^2), in the coordinates the records'
+        gradients pull in (p = ``decode_vjp(decode(code))``, the clamped image's projection onto the code; the
+        code itself for a generator without one). d_j = |p_j - p_nn|, dbar their median over the batch: at the
+        median the push is lambda times one record's clipped pull C / B, a crowded sample is pushed harder and an
+        isolated one less (-mean_j log d_j, a nearest-neighbour entropy estimate, rescaled). A sample with no
+        other of its class gets none. It reads the generated batch only (no record): post-processing of earlier
+        releases, outside the mechanism and its sensitivity. No host sync."""
+        with torch.no_grad():
+            m = code.shape[0]
+            p = (gen.decode_vjp(gen.decode(code)) if callable(gen.decode_vjp) else code).reshape(m, -1)
+            d2 = torch.cdist(p, p).pow(2)
+            other = ~torch.eye(m, dtype=torch.bool, device=code.device)
+            if y_fake is not None:
+                other = other & (y_fake.reshape(-1, 1) == y_fake.reshape(1, -1))
+            d2 = torch.where(other, d2, torch.full_like(d2, float("inf")))
+            d2_nn, nn = d2.min(dim=1)
+            has = torch.isfinite(d2_nn) & (d2_nn > 0)
+            d = torch.where(has, d2_nn, torch.ones_like(d2_nn)).sqrt()
+            dbar = torch.nanmedian(torch.where(has, d, torch.full_like(d, float("nan"))))
+            scale = torch.where(has, self.repel * self.mechanism.clip * dbar / (self.batch_size * d * d),
+                                torch.zeros_like(d))
+            scale = torch.nan_to_num(scale, nan=0.0)
+            return (-scale.unsqueeze(1) * (p - p[nn])).reshape(code.shape).to(code.dtype)
 
     def record_code_gradients(self, gen, code: torch.Tensor, y_fake, real, y_real, chunk: Optional[int] = None):
         """Yields d g_i / d ``code`` [k, *code.shape] for the real records, ``chunk`` at a time (the
