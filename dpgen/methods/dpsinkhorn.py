@@ -99,9 +99,9 @@ class DPSinkhornConfig(SinkhornConfig):
     #: coordinates, and the released sum is still divided by the expected real batch
     fake_batch: Optional[int] = None
     #: lambda >= 0: each step pushes every generated sample away from its nearest other generated sample of its
-    #: class, lambda times one record's clipped pull (C / B) at the batch's median such distance, 1 / distance
-    #: otherwise (DPSinkhorn.repulsion). dpsinkhorn with clip_mode=per_sample only. It reads generated samples
-    #: only: post-processing, no privacy cost. 0: off (the releases of every earlier run)
+    #: class, lambda times one record's clipped pull (C / B) for a duplicate, falling linearly to 0 at the batch's
+    #: median such distance (DPSinkhorn.repulsion). dpsinkhorn with clip_mode=per_sample only. It reads generated
+    #: samples only: post-processing, no privacy cost. 0: off (the releases of every earlier run)
     repel: float = 0.0
 
     def __post_init__(self) -> None:
@@ -468,13 +468,15 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
 
     def repulsion(self, gen, code: torch.Tensor, y_fake) -> torch.Tensor:
         """``method.repel``: the code gradient that pushes each generated sample j away from its nearest other
-        generated sample of its class, -lambda C dbar (p_j - p_nn) / (B d_j^2), in the coordinates the records'
-        gradients pull in (p = ``decode_vjp(decode(code))``, the clamped image's projection onto the code; the
-        code itself for a generator without one). d_j = |p_j - p_nn|, dbar their median over the batch: at the
-        median the push is lambda times one record's clipped pull C / B, a crowded sample is pushed harder and an
-        isolated one less (-mean_j log d_j, a nearest-neighbour entropy estimate, rescaled). A sample with no
-        other of its class gets none. It reads the generated batch only (no record): post-processing of earlier
-        releases, outside the mechanism and its sensitivity. No host sync."""
+        generated sample of its class, -lambda (C / B) (1 - d_j / dbar)_+ (p_j - p_nn) / d_j, in the coordinates
+        the records' gradients pull in (p = ``decode_vjp(decode(code))``, the clamped image's projection onto the
+        code; the code itself for a generator without one). d_j = |p_j - p_nn|, dbar their median over the batch:
+        a duplicate is pushed by lambda times one record's clipped pull C / B, a sample at or beyond the median
+        distance not at all, so the push evens out crowded samples without spreading the batch past its own
+        median spacing (an unbounded 1 / d push, tried first, carried samples that no record pulls back off the
+        data: experiments/fidelity/2026-12-07_dpsinkhorn_repel_proxy.md). A sample with no other of its class
+        gets none. It reads the generated batch only (no record): post-processing of earlier releases, outside
+        the mechanism and its sensitivity. No host sync."""
         with torch.no_grad():
             m = code.shape[0]
             p = (gen.decode_vjp(gen.decode(code)) if callable(gen.decode_vjp) else code).reshape(m, -1)
@@ -487,9 +489,8 @@ class DPSinkhorn(_PrivateMixin, Sinkhorn):
             has = torch.isfinite(d2_nn) & (d2_nn > 0)
             d = torch.where(has, d2_nn, torch.ones_like(d2_nn)).sqrt()
             dbar = torch.nanmedian(torch.where(has, d, torch.full_like(d, float("nan"))))
-            scale = torch.where(has, self.repel * self.mechanism.clip * dbar / (self.batch_size * d * d),
-                                torch.zeros_like(d))
-            scale = torch.nan_to_num(scale, nan=0.0)
+            scale = self.repel * self.mechanism.clip / self.batch_size * (1 - d / dbar).clamp_min(0) / d
+            scale = torch.nan_to_num(torch.where(has, scale, torch.zeros_like(d)), nan=0.0)
             return (-scale.unsqueeze(1) * (p - p[nn])).reshape(code.shape).to(code.dtype)
 
     def record_code_gradients(self, gen, code: torch.Tensor, y_fake, real, y_real, chunk: Optional[int] = None):
