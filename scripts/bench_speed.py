@@ -483,7 +483,8 @@ def bench_per_record_image_gradient(repeats):
     """DP-Sinkhorn's per-record image gradient (clip_mode=per_sample) at MNIST's DCT recipe (batch 50, 10 x 10
     coefficients): the closed form for the DCT decode beside the autograd path it replaces, the paper's batch
     clip (its peer: one backward through the Sinkhorn divergence) and the floor (the cost matrix alone); at the
-    headline preset's batch of 500, the release beside the one that formed the records' gradients."""
+    headline preset's batch of 500, the release beside the one that formed the records' gradients, and
+    method.repel's push, which a step adds to the release."""
     from dpgen.config import compose_config
     from dpgen.losses.sinkhorn import record_terms
     from dpgen.tasks.generation import GenerationBatch
@@ -536,11 +537,17 @@ def bench_per_record_image_gradient(repeats):
         for g in per.record_code_gradients(gen, code.detach(), yf, real5, y5, chunk=per.record_chunk(500, code)):
             total = total + clipped_sum([g], per.mechanism.clip)[0][0]
 
+    def repel_500():  # method.repel's push on the generated batch (post-processing added after the release)
+        code, yf = gen.sample_code(500, device=DEV)
+        per.repulsion(gen, code.detach(), yf)
+
+    per.repel = 2.0
     t = timed({"closed form (dct)": release(batch), "autograd (any generator)": autograd_path,
                "peer: batch clip step": batch_step, "floor: the cost matrix": floor_of(real, y),
                "batch 500: closed form summed unformed (the release)": release(batch5),
                "batch 500: peer, closed form formed and clipped": formed_500,
-               "batch 500: floor, the cost matrix": floor_of(real5, y5)}, max(5, repeats * 4))
+               "batch 500: floor, the cost matrix": floor_of(real5, y5),
+               "batch 500: method.repel's push (added to the release)": repel_500}, max(5, repeats * 4))
     return [{"what": f"DP-Sinkhorn per-record image gradient, batch 50 (and 500: the headline preset's), 10 x 10 "
                      f"DCT coefficients of 28 x 28 ({torch.get_num_threads()} threads)", "unit": "s/step", **t}]
 
