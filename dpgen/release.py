@@ -180,22 +180,30 @@ def evaluate_again(cfg, metrics: Dict[str, Any], npz: str) -> str:
 
 
 def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]:
-    """The datasheet of a release whose contrast curve was chosen on held-out records: the curve, that choice's
-    own mechanism and epsilon, and the pair's epsilon (parallel composition: the larger) as ``epsilon_spent``."""
+    """The datasheet of a release whose contrast curve (and, among several runs, whose run) was chosen on held-out
+    records: the curve, that choice's own mechanism and epsilon, and the release's epsilon as ``epsilon_spent``:
+    the larger of training and selection (parallel composition), the scored runs composed for the training part."""
     c = sel["chosen"]
     sheet = dict(sheet)
     sheet["epsilon_of_training"] = sheet.get("epsilon_spent")
-    spent = [v for v in (sheet.get("epsilon_spent"), sel["epsilon"]) if isinstance(v, (int, float))]
+    # the selection's own record of the release's epsilon: the larger of training and selection (one run), or the
+    # scored runs composed (several runs beside one held-out part: the draw depends on each generator)
+    spent = [v for v in (sheet.get("epsilon_spent"), sel["epsilon"], sel["epsilon_total"])
+             if isinstance(v, (int, float))]
     sheet["epsilon_spent"] = max(spent) if spent else sheet.get("epsilon_spent")
+    how = (f"the candidates were {len(sel['runs'])} runs times the curves, and this run was drawn: its training "
+           "records' epsilon composes every scored run, the held-out records' is the selection's, and the epsilon "
+           "stated is the larger of the two") if "runs" in sel else \
+        "it composes with training in parallel, so the epsilon stated is the larger of the two"
     sheet["post_processing"] = (
         f"model.sharpen: a contrast curve of slope {c['sharpen']:g} centred at {c['sharpen_at']:g} on every sample"
         if c["sharpen"] else "none") + (
-        f", chosen among {len(sel['candidates'])} curves on the records held out from training "
+        f", chosen among {len(sel['candidates'])} candidates on the records held out from training "
         f"({sel.get('held_out', 'dataset.validation')}) by the exponential mechanism at epsilon {sel['epsilon']:g} "
-        "(scripts/select_on_validation.py, selection.json); it composes with training in parallel, so the epsilon "
-        "stated is the larger of the two")
+        f"(scripts/select_on_validation.py, selection.json); {how}")
     sheet["selection"] = {k: sel.get(k) for k in ("candidates", "chosen", "epsilon", "delta", "mechanism", "score",
-                                                  "neighbouring_relation", "composition", "epsilon_total")}
+                                                  "neighbouring_relation", "composition", "epsilon_total", "runs")
+                        if k in sel or k != "runs"}
     return sheet
 
 

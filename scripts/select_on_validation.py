@@ -1,24 +1,31 @@
 #!/usr/bin/env python
-"""Choose a finished run's contrast curve (model.sharpen) on the validation split held out from its private training
-set, under its own accounting. Where no public proxy exists (Fashion-MNIST here), this is how a post-processing
-setting is picked without the test split.
+"""Choose a finished run's contrast curve (model.sharpen), or one of several runs and its curve, on the validation
+split held out from the private training set, under its own accounting. Where no public proxy exists
+(Fashion-MNIST here), this is how a post-processing setting, or a training setting, is picked without the test split.
 
-    python scripts/select_on_validation.py <run folder> [--candidates 0 4@0.3 8@0.3 8@0.5] [--epsilon 1]
-        [--n-synthetic 10000] [--k 3] [--seed S]
+    python scripts/select_on_validation.py <run folder> [<run folder> ...] [--candidates 0 4@0.3 8@0.3 8@0.5]
+        [--epsilon 1] [--n-synthetic 10000] [--k 3] [--seed S]
 
-The run must have been trained with ``dataset.validation=f`` (f > 0): the records whose public hash falls below f
+Each run must have been trained with ``dataset.validation=f`` (f > 0): the records whose public hash falls below f
 (dpgen.data.holdout) were never read by it. Each candidate ``K@T`` (slope K at centre T, 0: no curve) is applied
 to one set of ``--n-synthetic`` samples of the run's generator. Each held-out record then contributes to each
 candidate's score 1 if a LogReg trained on that candidate's samples classifies it correctly (utility) plus 1 if
 it lies in the samples' pixel-space k-NN manifold (recall, Kynkaanniemi et al. 2019: diversity), clipped to
 [0, 2]. The exponential mechanism (dpgen.privacy.selection; Gumbel noise seeded from OS entropy) draws one
-candidate: ``--epsilon``-DP for the held-out part, add/remove one record. The run trained on the other part, so the
+candidate: ``--epsilon``-DP for the held-out part, add/remove one record. One run trained on the other part, so the
 pair composes in parallel: its epsilon is max(run, selection), the run's own when ``--epsilon`` is no larger
 (larger is refused). Only the chosen candidate leaves: the scores, the part's size and its records stay in memory.
 
-Writes ``<run>/selection.json`` (atomically; a second selection on the same run is refused, since two would add
-up) and prints the commands that measure the chosen curve. ``dpgen sample <run>`` then releases through the chosen
-curve, and its datasheet states the selection and the pair's epsilon.
+Several runs (trained with different settings, e.g. method.repel, beside the same data set and held-out fraction)
+are scored together: the candidates are every run times every curve. The draw depends on every scored generator, so
+releasing the chosen run discloses all of them for a training record: its epsilon is the runs' trainings composed
+(PLD at their delta, dpgen.privacy.selection.scored_runs_epsilon), or the selection's if that is larger. Runs of
+other data settings or deltas, or one run named twice, are refused.
+
+Writes ``selection.json`` into each scored run (atomically; a second selection on any of them is refused, since two
+would add up) and prints the commands that measure the choice. ``dpgen sample <chosen run>`` then releases through
+the chosen curve, and its datasheet states the selection and the release's epsilon; the other runs' releases are
+refused (the selection drew another).
 """
 
 from __future__ import annotations
@@ -54,22 +61,11 @@ def parse_candidate(text: str):
     return (k, t) if k else (0.0, 0.5)
 
 
-def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed=None, rng=None,
-           progress: bool = True) -> dict:
-    import numpy as np
-
-    from dpgen.data.private import PrivateData
-    from dpgen.eval.downstream import fit_logreg
-    from dpgen.eval.fidelity import recall_indicators
-    from dpgen.models.generators import sharpen
-    from dpgen.privacy.selection import bounded_scores, exponential_choice, parallel_epsilon
-    from dpgen.privacy.validation import check_epsilon
+def _scored_run(run: Path, epsilon: float):
+    """One run to score: (cfg, generator, classes, privacy, its held-out fraction), refused with the fix when it
+    cannot be scored (already selected on, nothing held out, not private, below the selection's epsilon)."""
     from dpgen.tasks.finished_run import ReleaseError, load_generator
-    from dpgen.tasks.generation import synthetic_set
-    from dpgen.utils.io import atomic_write_text
 
-    epsilon = check_epsilon(epsilon, "--epsilon")
-    run = Path(run)
     out_path = run / "selection.json"
     if out_path.exists():
         raise ReleaseError(f"{out_path} exists: this run's held-out part was already spent on a selection (a second "
@@ -83,64 +79,143 @@ def select(run: Path, candidates, epsilon: float, n_synthetic: int, k: int, seed
         raise ReleaseError(f"{run} is not a private run: choose its settings any way you like")
     budget = float(privacy["epsilon_budget"])
     if epsilon > budget:
-        raise ReleaseError(f"--epsilon {epsilon:g} is above the run's budget {budget:g}: the pair would cost "
+        raise ReleaseError(f"--epsilon {epsilon:g} is above the run's budget {budget:g} ({run}): the pair would cost "
                            f"{epsilon:g}; use --epsilon <= {budget:g}")
     if classes < 3:
         raise ReleaseError(f"{run}: the score needs a classifier of 3 or more classes ({classes} here)")
-    candidates = [parse_candidate(c) for c in candidates]
-    if len(set(candidates)) != len(candidates) or len(candidates) < 2:
-        raise ValueError("--candidates: give two or more different candidates")
+    return cfg, gen, classes, privacy, holdout
+
+
+def _same_held_out_part(runs, loaded) -> None:
+    """Several runs are scored on one held-out part only if they hold out the same records (the same data set and
+    fraction, so the same public hashes) and are different trainings."""
+    from omegaconf import OmegaConf
+
+    from dpgen.tasks.finished_run import ReleaseError
+
+    first = runs[0]
+    cfg0, _, _, p0, f0 = loaded[0]
+    data0 = OmegaConf.to_container(cfg0.dataset, resolve=True)
+    for run, (cfg, _, _, p, f) in zip(runs[1:], loaded[1:]):
+        if OmegaConf.to_container(cfg.dataset, resolve=True) != data0:
+            raise ReleaseError(f"{run} and {first} were trained on different data settings (dataset.*): they do not "
+                               "hold out the same records. Score runs of one dataset.validation split together")
+        if p.get("delta") != p0.get("delta"):
+            raise ReleaseError(f"{run} (delta {p.get('delta')}) and {first} (delta {p0.get('delta')}): score runs "
+                               "of one delta together, so that their composition is stated at it")
+    ids = [p.get("run_id") for _, _, _, p, _ in loaded]
+    if len(set(map(str, runs))) != len(runs) or len(set(ids)) != len(ids):
+        raise ReleaseError(f"{[str(r) for r in runs]}: a run is named twice (or two folders hold one training's "
+                           "checkpoint): name each run once")
+    for run, (_, _, _, p, _) in zip(runs, loaded):
+        if not p.get("composition"):
+            raise ReleaseError(f"{run}'s privacy report records no training groups ('composition'), so its share "
+                               "of the composed epsilon cannot be stated: score it alone")
+
+
+def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None, rng=None,
+           progress: bool = True) -> dict:
+    """Draw one of (run, curve) for every given run (one run: its curve) on the held-out part; write the choice into
+    every scored run's folder and return the chosen run's record."""
+    import numpy as np
+
+    from dpgen.data.private import PrivateData
+    from dpgen.eval.downstream import fit_logreg
+    from dpgen.eval.fidelity import recall_indicators
+    from dpgen.models.generators import sharpen
+    from dpgen.privacy.selection import bounded_scores, exponential_choice, parallel_epsilon, scored_runs_epsilon
+    from dpgen.privacy.validation import check_epsilon
+    from dpgen.tasks.generation import synthetic_set
+    from dpgen.utils.io import atomic_write_text
+
+    epsilon = check_epsilon(epsilon, "--epsilon")
+    runs = [Path(r) for r in ([runs] if isinstance(runs, (str, Path)) else runs)]
+    if not runs:
+        raise ValueError("give one or more runs")
+    curves = [parse_candidate(c) for c in candidates]
+    if len(set(curves)) != len(curves) or len(curves) * len(runs) < 2:
+        raise ValueError("--candidates: give two or more different candidates (or one curve and two or more runs)")
+    loaded = [_scored_run(run, epsilon) for run in runs]
+    if len(runs) > 1:
+        _same_held_out_part(runs, loaded)
+    many = len(runs) > 1
+    pairs = [(i, c) for i in range(len(runs)) for c in curves]
 
     t0 = time.time()
-    seed = int(cfg.seed) + 3 if seed is None else int(seed)
-    x_raw, y_syn = synthetic_set(gen, int(n_synthetic), seed, "cpu")  # one draw, every curve applied to it
-    x_val, y_val = PrivateData(cfg.dataset, "validation").whole()  # private: stays in this function
-    contributions = np.zeros((len(x_val), len(candidates)))
-    for j, (slope, at) in enumerate(candidates):
-        x = sharpen(x_raw, slope, at) if slope else x_raw
-        clf, _ = fit_logreg(x.reshape(len(x), -1), y_syn.numpy(), progress=False)
-        correct = clf.predict(x_val.reshape(len(x_val), -1).numpy()) == y_val.numpy()
-        covered = recall_indicators(x_val, x, k=k)
-        contributions[:, j] = correct.astype(np.float64) + covered.astype(np.float64)
-        if progress:
-            print(f"[select] candidate {j + 1}/{len(candidates)} scored", file=sys.stderr, flush=True)
+    seeds = [int(cfg.seed) + 3 if seed is None else int(seed) for cfg, *_ in loaded]
+    x_val, y_val = PrivateData(loaded[0][0].dataset, "validation").whole()  # private: stays in this function
+    contributions = np.zeros((len(x_val), len(pairs)))
+    j = 0
+    for i, (cfg, gen, *_rest) in enumerate(loaded):
+        x_raw, y_syn = synthetic_set(gen, int(n_synthetic), seeds[i], "cpu")  # one draw per run, every curve on it
+        for slope, at in curves:
+            x = sharpen(x_raw, slope, at) if slope else x_raw
+            clf, _ = fit_logreg(x.reshape(len(x), -1), y_syn.numpy(), progress=False)
+            correct = clf.predict(x_val.reshape(len(x_val), -1).numpy()) == y_val.numpy()
+            covered = recall_indicators(x_val, x, k=k)
+            contributions[:, j] = correct.astype(np.float64) + covered.astype(np.float64)
+            j += 1
+            if progress:
+                print(f"[select] candidate {j}/{len(pairs)} scored", file=sys.stderr, flush=True)
     chosen = exponential_choice(bounded_scores(contributions, BOUND), BOUND, epsilon, rng=rng)
     del contributions, x_val, y_val
-    slope, at = candidates[chosen]
-    run_eps = float(privacy["epsilon_spent"])
-    result = {
-        "run": str(run),
-        "candidates": [{"sharpen": s, "sharpen_at": t} for s, t in candidates],
-        "chosen": {"sharpen": slope, "sharpen_at": at},
+    winner, (slope, at) = pairs[chosen]
+    privs = [p for _, _, _, p, _ in loaded]
+    run_eps = float(privs[winner]["epsilon_spent"])
+    if many:
+        total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]))
+        composition = (f"the {len(runs)} scored runs trained on the same training part and the draw depends on each "
+                       "generator, so for a training record the chosen run's release discloses them all: their "
+                       "trainings composed (PLD at the runs' delta); the selection read only the held-out part, and "
+                       "one record lies in one part: the release's epsilon is the larger of the two")
+    else:
+        total = parallel_epsilon(run_eps, epsilon)
+        composition = ("parallel: the run read only the training part, the selection only the held-out part, and "
+                       "one record lies in one part; the pair's epsilon is the larger of the two")
+
+    def cand(i, s, t):
+        c = {"sharpen": s, "sharpen_at": t}
+        return {"run": str(runs[i]), "run_id": privs[i].get("run_id"), **c} if many else c
+
+    holdout = loaded[0][4]
+    common = {
+        "candidates": [cand(i, s, t) for i, (s, t) in pairs],
+        "chosen": cand(winner, slope, at),
         "held_out": f"dataset.validation={holdout:g}: the records whose public hash (dpgen.data.holdout) falls below "
-                    f"{holdout:g}; the run trained on the others",
+                    f"{holdout:g}; the run{'s' if many else ''} trained on the others",
         "score": SCORE,
-        "samples": {"n_synthetic": int(n_synthetic), "seed": seed, "k": int(k)},
+        "samples": {"n_synthetic": int(n_synthetic), "seed": seeds[winner], "k": int(k)},
         "mechanism": "exponential mechanism (Gumbel-max, noise from OS entropy): candidate j with probability "
                      "proportional to exp(epsilon * score_j / (2 * sensitivity))",
         "sensitivity": BOUND,
         "epsilon": epsilon,
         "delta": 0.0,
         "neighbouring_relation": "add/remove one record",
-        "composition": "parallel: the run read only the training part, the selection only the held-out part, and "
-                       "one record lies in one part; the pair's epsilon is the larger of the two",
-        "checkpoint_step": privacy.get("checkpoint_step"),
-        "run_id": privacy.get("run_id"),
-        "run_epsilon_spent": run_eps,
-        "run_delta": privacy.get("delta"),
-        "epsilon_total": parallel_epsilon(run_eps, epsilon),
+        "composition": composition,
+        **({"runs": [{"run": str(r), "run_id": p.get("run_id"), "epsilon_spent": float(p["epsilon_spent"]),
+                      "composition": p["composition"]} for r, p in zip(runs, privs)]} if many else {}),
+        "run_delta": privs[winner].get("delta"),
+        "epsilon_total": total,
         "not_covered": "wall-clock time (seconds), which grows with the held-out part's size; the scores and that "
                        "size are never written",
         "seconds": round(time.time() - t0, 1),
     }
-    atomic_write_text(out_path, json.dumps(result, indent=2) + "\n")
-    return result
+    records = []
+    for i, run in enumerate(runs):  # each scored folder says what its held-out part was spent on, for its weights
+        rec = {"run": str(run), **common, "checkpoint_step": privs[i].get("checkpoint_step"),
+               "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"])}
+        records.append(rec)
+    for i in [winner] + [i for i in range(len(runs)) if i != winner]:  # the chosen run's file first
+        atomic_write_text(runs[i] / "selection.json", json.dumps(records[i], indent=2) + "\n")
+    return records[winner]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("run", type=Path, help="a finished generation run trained with dataset.validation > 0")
+    parser.add_argument("runs", type=Path, nargs="+", metavar="run",
+                        help="a finished generation run trained with dataset.validation > 0; several runs of one "
+                             "held-out split are scored together and one (run, curve) is drawn")
     parser.add_argument("--candidates", nargs="+", default=["0", "4@0.3", "8@0.3", "4@0.5", "8@0.5", "16@0.5"],
                         help="contrast curves K@T (slope K at centre T; 0: none)")
     parser.add_argument("--epsilon", type=float, default=1.0,
@@ -152,14 +227,15 @@ def main(argv=None) -> int:
     if args.n_synthetic <= args.k:
         parser.error(f"--n-synthetic {args.n_synthetic} must exceed --k {args.k}")
     try:
-        res = select(args.run, args.candidates, args.epsilon, args.n_synthetic, args.k, args.seed)
+        res = select(args.runs, args.candidates, args.epsilon, args.n_synthetic, args.k, args.seed)
     except ValueError as err:
         parser.exit(2, f"select_on_validation: {err}\n")
     c = res["chosen"]
     print(json.dumps({"chosen": c, "epsilon": res["epsilon"], "epsilon_total": res["epsilon_total"]}))
     curve = f"--sharpen {c['sharpen']:g} --sharpen-at {c['sharpen_at']:g}"
-    print(f"measure it: python scripts/fidelity_of_run.py {args.run} {curve}\n"
-          f"or: python run.py task=evaluate task.run={args.run} task.sharpen={c['sharpen']:g} "
+    run = c.get("run", str(args.runs[0]))
+    print(f"measure it: python scripts/fidelity_of_run.py {run} {curve}\n"
+          f"or: python run.py task=evaluate task.run={run} task.sharpen={c['sharpen']:g} "
           f"task.sharpen_at={c['sharpen_at']:g}")
     return 0
 

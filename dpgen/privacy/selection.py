@@ -9,7 +9,7 @@ the mechanism; the scores stay in memory.
 
 Used by ``scripts/select_on_validation.py`` on a validation split held out from the private training set
 (``dataset.validation``, dpgen.data.holdout), so that the choice composes in parallel with the run that trained on
-the rest: :func:`parallel_epsilon`.
+the rest: :func:`parallel_epsilon`; several runs scored beside one held-out part: :func:`scored_runs_epsilon`.
 """
 
 from __future__ import annotations
@@ -65,6 +65,32 @@ def parallel_epsilon(run_epsilon: float, selection_epsilon: float) -> float:
     return float(max(float(run_epsilon), float(selection_epsilon)))
 
 
+def scored_runs_epsilon(runs: Sequence[Sequence[Sequence[float]]], selection_epsilon: float, delta: float) -> float:
+    """Epsilon of releasing one of several runs chosen by a selection on the held-out part, every run trained on
+    the same training part. The draw depends on every scored generator, so for a training record the release
+    discloses all of the runs: their Poisson-subsampled Gaussian groups ``(noise multiplier, sample rate, steps)``
+    composed under PLD at ``delta``. A held-out record meets the selection only (pure, ``selection_epsilon``). One
+    record lies in one part (add/remove one record): the larger of the two. One run: its own PLD epsilon."""
+    from dpgen.privacy.accountants import pld_epsilon
+
+    check_epsilon(selection_epsilon, "the selection's epsilon")
+    groups = []
+    for run in runs:
+        if not run:
+            raise PrivacyParameterError("a scored run records no training groups: give each run's [noise multiplier, "
+                                        "sample rate, steps] groups (its privacy report's 'composition')")
+        for g in run:
+            z, q, n = (float(g[0]), float(g[1]), int(g[2]))
+            check_positive(z, "a noise multiplier")
+            if not 0.0 < q <= 1.0 or n < 0:
+                raise PrivacyParameterError(f"the training {list(g)!r} is invalid: write [noise multiplier, sample "
+                                            "rate in (0, 1], steps >= 0]")
+            if n:
+                groups.append((z, q, n))
+    trained = pld_epsilon(tuple(sorted(groups)), float(delta)) if groups else 0.0
+    return parallel_epsilon(trained, selection_epsilon)
+
+
 def carried_epsilon(this_run: Sequence[Sequence[float]], earlier: Sequence[Sequence[float]], pure_epsilon: float,
                     delta: float) -> float:
     """Epsilon of a run whose settings came out of earlier mechanisms on the same records, all of them counted.
@@ -98,4 +124,4 @@ def choice_ratio_bound(epsilon: float) -> float:
 
 
 __all__ = ["bounded_scores", "carried_epsilon", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
-           "selection_probabilities"]
+           "scored_runs_epsilon", "selection_probabilities"]

@@ -286,7 +286,8 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
                **({"dpimagebench": blocks} if blocks else {}),
                "privacy": privacy, "wall_seconds": round(time.time() - t0, 2),
                **({"selection": {k: selection.get(k) for k in ("chosen", "epsilon", "delta", "epsilon_total",
-                                                               "composition")}} if selection else {})}
+                                                               "composition", "runs") if k in selection}}
+           if selection else {})}
     write_json(out / "metrics.json", metrics)
     print(f"\nevaluate {run}: {len(per_gen)} synthetic sets of its generator (seed {rcfg.seed} + 1000 g), the run's "
           "own protocol; post-processing of its released weights, nothing charged:")
@@ -307,9 +308,11 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
         print(f"  the weights' privacy: epsilon {float(p['epsilon_spent']):.4f} at delta {p.get('delta')}")
         if selection:
             c = selection["chosen"]
+            how = (f"{len(selection['runs'])} scored runs composed, parallel with the selection"
+                   if "runs" in selection else "parallel composition")
             print(f"  the curve (slope {c['sharpen']:g} at {c['sharpen_at']:g}) was chosen on the run's held-out "
-                  f"records at epsilon {selection['epsilon']:g} (selection.json); the pair's epsilon: "
-                  f"{selection['epsilon_total']:.4f} (parallel composition)")
+                  f"records at epsilon {selection['epsilon']:g} (selection.json); the release's epsilon: "
+                  f"{selection['epsilon_total']:.4f} ({how})")
     print(f"  files: {out / 'metrics.json'}")
     return metrics
 

@@ -128,6 +128,11 @@ def read_selection(run: Path):
     if chosen not in sel.get("candidates", []):
         raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
     check_describes_checkpoint(run, sel, path)
+    if "runs" in sel and chosen.get("run_id") != sel.get("run_id"):  # scored beside other runs, and not drawn
+        raise ReleaseError(f"{path}: this run was scored beside {len(sel['runs'])} runs on one held-out part, and the "
+                           f"selection drew another: {chosen.get('run')} (run {chosen.get('run_id')}). Release that "
+                           "run; this one's held-out part is spent, and its own release is not what the selection "
+                           "stated")
     return sel
 
 

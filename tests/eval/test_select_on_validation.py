@@ -147,3 +147,73 @@ def test_the_measuring_scripts_draw_through_a_selected_curve(tmp_path, monkeypat
     with pytest.raises(Stop):
         fidelity_of_run.fidelity_of_run(tmp_path)
     assert asked == [(8.0, 0.3), (0.0, 0.5), (8.0, 0.3)]
+
+
+def test_several_runs_beside_one_held_out_part_compose_for_the_chosen_release(run_cli, tmp_path, capsys):
+    """Two runs of one held-out split scored together: one (run, curve) is drawn, the chosen run's release states the
+    two trainings composed (the draw depends on both generators), and the other run's release is refused."""
+    import select_on_validation as sov
+
+    from dpgen.privacy.selection import scored_runs_epsilon
+    from dpgen.release import read_selection, release
+    from dpgen.tasks.finished_run import ReleaseError
+
+    a = _run(run_cli, tmp_path, "a", "dataset.validation=0.2")
+    b = _run(run_cli, tmp_path, "b", "dataset.validation=0.2", "method.repel=2")
+    pa, pb = (json.loads((r / "metrics.json").read_text())["privacy"] for r in (a, b))
+    assert sov.main([str(a), str(b), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sa, sb = (json.loads((r / "selection.json").read_text()) for r in (a, b))
+    assert len(sa["candidates"]) == 4 and {c["run"] for c in sa["candidates"]} == {str(a), str(b)}
+    assert sa["chosen"] == sb["chosen"] and sa["chosen"] in sa["candidates"]
+    # each file names its own folder's weights, and the release's epsilon composes both trainings
+    assert sa["run_id"] != sb["run_id"] and [c["run_id"] for c in sa["candidates"][::2]] == [sa["run_id"], sb["run_id"]]
+    total = scored_runs_epsilon([pa["composition"], pb["composition"]], 1.0, pa["delta"])
+    assert sa["epsilon_total"] == sb["epsilon_total"] == total > max(pa["epsilon_spent"], pb["epsilon_spent"])
+    assert "composed" in sa["composition"] and [r["run"] for r in sa["runs"]] == [str(a), str(b)]
+    winner, loser = (a, b) if sa["chosen"]["run"] == str(a) else (b, a)
+    assert f"task.run={winner}" in capsys.readouterr().out
+    sheet = release(winner, n=100)
+    assert sheet["epsilon_spent"] == total and sheet["selection"]["runs"] == sa["runs"]
+    assert "2 runs times the curves" in sheet["post_processing"]
+    assert read_selection(winner)["chosen"]["run"] == str(winner)  # its file describes its checkpoint
+    with pytest.raises(ReleaseError, match="drew another"):
+        read_selection(loser)
+    with pytest.raises(ReleaseError, match="drew another"):
+        release(loser, n=100)
+    # both held-out parts are spent
+    for r in (a, b):
+        with pytest.raises(SystemExit):
+            sov.main([str(r), "--n-synthetic", "300"])
+        assert "already spent" in capsys.readouterr().err
+
+
+def test_runs_scored_together_must_share_the_held_out_part(run_cli, tmp_path, capsys):
+    import select_on_validation as sov
+
+    a = _run(run_cli, tmp_path, "a", "dataset.validation=0.2")
+    c = _run(run_cli, tmp_path, "c", "dataset.validation=0.3")
+    for args, said in (([a, c], "different data settings"), ([a, a], "named twice")):
+        with pytest.raises(SystemExit):
+            sov.main([*map(str, args), "--candidates", "0", "8@0.3", "--n-synthetic", "300"])
+        assert said in capsys.readouterr().err
+    assert not (a / "selection.json").exists() and not (c / "selection.json").exists()
+    # one curve is a choice among two runs, never among one
+    with pytest.raises(SystemExit):
+        sov.main([str(a), "--candidates", "0", "--n-synthetic", "300"])
+    assert "two or more" in capsys.readouterr().err
+
+
+def test_scored_runs_epsilon_composes_the_trainings_and_takes_the_larger_part():
+    from dpgen.privacy.accountants import pld_epsilon
+    from dpgen.privacy.selection import scored_runs_epsilon
+
+    q = 500 / 60000
+    one = [(1.6, q, 20000)]
+    alone = scored_runs_epsilon([one], 1.0, 1e-5)
+    assert abs(alone - pld_epsilon(tuple(one), 1e-5)) < 1e-12
+    two = scored_runs_epsilon([one, one], 1.0, 1e-5)
+    assert abs(two - pld_epsilon(((1.6, q, 40000),), 1e-5)) < 0.02 * two and two > alone
+    # a held-out selection dearer than the trainings sets the epsilon
+    assert scored_runs_epsilon([[(50.0, q, 10)]], 3.0, 1e-5) == 3.0
+    with pytest.raises(Exception, match="composition"):
+        scored_runs_epsilon([one, []], 1.0, 1e-5)
