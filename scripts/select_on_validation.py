@@ -43,6 +43,9 @@ if str(ROOT) not in sys.path:
 SCORE = ("per held-out record: 1 if LogReg trained on the candidate's samples classifies it correctly, plus 1 if it "
          "lies inside the samples' pixel-space k-NN manifold (recall, Kynkaanniemi et al. 2019); clipped to [0, 2]")
 BOUND = 2.0
+#: the record, kept by a resume (which removes selection.json with the weights it described), that the run's held-out
+#: part was spent: the epsilons and the steps of its selections; a fresh start in the folder removes it with the ledger
+SPENT = "checkpoints/held_out_spent.json"
 
 
 def parse_candidate(text: str):
@@ -70,6 +73,10 @@ def _scored_run(run: Path, epsilon: float):
     if out_path.exists():
         raise ReleaseError(f"{out_path} exists: this run's held-out part was already spent on a selection (a second "
                            "one would add its epsilon). Keep that choice, or train a run with a new holdout.")
+    if (run / SPENT).exists():  # selection.json went with the weights it described; the held-out part stays spent
+        raise ReleaseError(f"{run / SPENT} records that this run's held-out part was already spent on a selection, "
+                           "before the run trained on (a second one would add its epsilon). Release the run with its "
+                           "own settings, or train a run with a new holdout.")
     cfg, metrics, gen, shape, classes, privacy = load_generator(run, "cpu", sharpen=(0.0, 0.5))
     holdout = float(cfg.dataset.get("validation", 0.0) or 0.0)
     if holdout <= 0:
@@ -206,6 +213,9 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
                "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"])}
         records.append(rec)
     for i in [winner] + [i for i in range(len(runs)) if i != winner]:  # the chosen run's file first
+        spent = {"held_out": common["held_out"], "epsilon": epsilon, "delta": 0.0, "run_id": privs[i].get("run_id"),
+                 "checkpoint_step": privs[i].get("checkpoint_step"), "chosen_run": common["chosen"].get("run", str(run))}
+        atomic_write_text(runs[i] / SPENT, json.dumps({"selections": [spent]}, indent=2) + "\n")
         atomic_write_text(runs[i] / "selection.json", json.dumps(records[i], indent=2) + "\n")
     return records[winner]
 

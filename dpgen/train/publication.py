@@ -79,8 +79,8 @@ RUN_FILES = (
     RunFile("metrics.csv", "the csv logger's records", "run"),
     RunFile("tensorboard", "the tensorboard logger's events", "run"),
     RunFile("wandb", "the wandb logger's files", "run"),
-    RunFile("checkpoints", "last.pt (weights, optimizer, the ledger, the privacy record of its step) and ledger.json",
-            "run", True),
+    RunFile("checkpoints", "last.pt (weights, optimizer, the ledger, the privacy record of its step), ledger.json and "
+            "held_out_spent.json (a selection spent the held-out part: kept by a resume)", "run", True),
     RunFile("privatised_data.pt", "entropic-LDP's locally privatised release", "run", True),
     RunFile("fid_partial", "the generated images' Inception features of an interrupted FID pass", "weights"),
     RunFile("metrics.json", "the evaluation of the last step's weights and their privacy report", "weights", True),

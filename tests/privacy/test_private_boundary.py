@@ -137,7 +137,8 @@ def _run(run_cli, folder, *extra):
     return out
 
 
-def test_a_run_a_selection_and_a_release_write_only_listed_files_and_a_stale_selection_is_refused(run_cli, tmp_path):
+def test_a_run_a_selection_and_a_release_write_only_listed_files_and_a_stale_selection_is_refused(run_cli, tmp_path,
+                                                                                                  capsys):
     """Everything the folder holds is in RUN_FILES. A selection made on a dataset.validation run does not outlive
     the weights it was made for: a resume that trains again and a fresh start in the folder (here without a holdout:
     the generator is trained on every record) remove selection.json and the release, and a copy put back is refused
@@ -163,6 +164,10 @@ def test_a_run_a_selection_and_a_release_write_only_listed_files_and_a_stale_sel
     out = _run(run_cli, run, "dataset.validation=0.2", noise, "resume=auto", "trainer.steps=40")
     assert "training continues from step 30: removed" in out and "selection.json" in out
     assert not (run / "selection.json").exists() and not (run / "release").exists()
+    # the held-out part stays spent: no second selection on it after the resume
+    with pytest.raises(SystemExit):
+        sov.main([str(run), "--candidates", "0", "8@0.3", "--n-synthetic", "300"])
+    assert "already spent" in capsys.readouterr().err
     shutil.copy(kept, run / "selection.json")
     with pytest.raises(ReleaseError, match="step 30.*step 40"):
         release(run, n=100)
