@@ -1,6 +1,7 @@
 """``make bench``'s training rows run through the real loop: a config change that the loop refuses (such
 as a declared dataset size) must fail here, not only in a bench run on a GPU node (it did, 2026-11-26)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -108,11 +109,19 @@ def test_headline_table_joins_evaluations_to_their_training_run(tmp_path):
     assert plain["dib_counts"] == "5000 synthetic, ResNet-20 x 10 ep, FID vs 5000 train"
     assert (restored["cnn"], restored["fid_test"], restored["logreg"]) == (91.0, 30.0, None)
     assert restored["public_data"].startswith("usps") and restored.get("resnet_dib") is None
+    assert plain["epsilon_with_choice"] is None and curved["epsilon_with_choice"] is None
     reported = {r["row"]: r for r in rows if r["source"] == "DPImageBench, reported"}
     assert (reported["DP-Kernel"]["fid_train_dib"], reported["DP-Kernel"]["resnet_dib"]) == (38.9, 93.6)
+    # a run drawn among several on held-out records states the scored runs composed; a preset its settings' choice
+    (short / "selection.json").write_text(json.dumps({"epsilon_total": 15.43}))
+    assert {r["row"]: r for r in headline_table.build_rows([tmp_path / "runs"])}[
+        "ours_eps1 (seed 1)"]["epsilon_with_choice"] == 15.43
+    assert headline_table.choice_epsilon(tmp_path, {"epsilon_spent": 9.9994, "epsilon_with_settings_choice": 16.42}) \
+        == 16.42
     out = tmp_path / "t" / "headline"
     headline_table.main([str(tmp_path / "runs"), "--out", str(out)])
     assert "| dpkernel_mnist (seed 0) + restorer (usps) |" in out.with_suffix(".md").read_text()
+    assert "1.0000 (1e-05); 15.43 with its settings' choice" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".csv").read_text().startswith("dataset,row,source")
 
 
