@@ -71,23 +71,11 @@ def scored_runs_epsilon(runs: Sequence[Sequence[Sequence[float]]], selection_eps
     discloses all of the runs: their Poisson-subsampled Gaussian groups ``(noise multiplier, sample rate, steps)``
     composed under PLD at ``delta``. A held-out record meets the selection only (pure, ``selection_epsilon``). One
     record lies in one part (add/remove one record): the larger of the two. One run: its own PLD epsilon."""
-    from dpgen.privacy.accountants import pld_epsilon
-
     check_epsilon(selection_epsilon, "the selection's epsilon")
-    groups = []
-    for run in runs:
-        if not run:
-            raise PrivacyParameterError("a scored run records no training groups: give each run's [noise multiplier, "
-                                        "sample rate, steps] groups (its privacy report's 'composition')")
-        for g in run:
-            z, q, n = (float(g[0]), float(g[1]), int(g[2]))
-            check_positive(z, "a noise multiplier")
-            if not 0.0 < q <= 1.0 or n < 0:
-                raise PrivacyParameterError(f"the training {list(g)!r} is invalid: write [noise multiplier, sample "
-                                            "rate in (0, 1], steps >= 0]")
-            if n:
-                groups.append((z, q, n))
-    trained = pld_epsilon(tuple(sorted(groups)), float(delta)) if groups else 0.0
+    if any(not run for run in runs):
+        raise PrivacyParameterError("a scored run records no training groups: give each run's [noise multiplier, "
+                                    "sample rate, steps] groups (its privacy report's 'composition')")
+    trained = _trainings_epsilon([g for run in runs for g in run], delta)
     return parallel_epsilon(trained, selection_epsilon)
 
 
@@ -102,12 +90,18 @@ def carried_epsilon(this_run: Sequence[Sequence[float]], earlier: Sequence[Seque
     steps)`` (this run's ledger; each earlier run whose released output chose a setting); ``pure_epsilon``: the
     pure-DP selections (the exponential mechanism, delta 0) summed. Returns the PLD epsilon of every group composed
     at ``delta`` plus ``pure_epsilon``: an upper bound for every record, whichever part it lay in."""
-    from dpgen.privacy.accountants import pld_epsilon
-
     if pure_epsilon != 0:
         check_epsilon(pure_epsilon, "the selections' epsilon")
+    return _trainings_epsilon((*this_run, *earlier), delta) + float(pure_epsilon)
+
+
+def _trainings_epsilon(trainings: Sequence[Sequence[float]], delta: float) -> float:
+    """The PLD epsilon at ``delta`` of Poisson-subsampled Gaussian groups ``(noise multiplier, sample rate, steps)``
+    composed (0 for none); a group that is not one is refused by value."""
+    from dpgen.privacy.accountants import pld_epsilon
+
     groups = []
-    for g in (*this_run, *earlier):
+    for g in trainings:
         z, q, n = (float(g[0]), float(g[1]), int(g[2]))
         check_positive(z, "a noise multiplier")
         if not 0.0 < q <= 1.0 or n < 0:
@@ -115,7 +109,7 @@ def carried_epsilon(this_run: Sequence[Sequence[float]], earlier: Sequence[Seque
                                         "(0, 1], steps >= 0]")
         if n:
             groups.append((z, q, n))
-    return float((pld_epsilon(tuple(sorted(groups)), float(delta)) if groups else 0.0) + float(pure_epsilon))
+    return float(pld_epsilon(tuple(sorted(groups)), float(delta))) if groups else 0.0
 
 
 def choice_ratio_bound(epsilon: float) -> float:
