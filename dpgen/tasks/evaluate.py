@@ -214,7 +214,9 @@ def say_generations_estimate(rcfg, generations: int) -> None:
 def asked_protocol(cfg, rcfg):
     """The finished run's config ``rcfg`` with its evaluation settings replaced by what this ``task=evaluate``
     (``cfg``) asks for: other classifiers, a FID count (the full protocol against the whole test split, computed
-    even where the run's own evaluation had FID off, task.fid=false), another protocol and its counts."""
+    even where the run's own evaluation had FID off, task.fid=false), another protocol and its counts. The CPU
+    threads are this evaluation's (trainer.threads, auto by default), never the run's: a run trained on one thread
+    beside another was evaluated later on one thread of idle cores."""
     import dataclasses
 
     t = rcfg.task
@@ -224,7 +226,7 @@ def asked_protocol(cfg, rcfg):
         t = dataclasses.replace(t, fid_samples=int(cfg.task.fid_samples), fidelity="full", fid_real=None, fid=True)
     if cfg.task.protocol is not None:  # the protocol (and DPImageBench's counts) asked for here
         t = dataclasses.replace(t, protocol=cfg.task.protocol, dpimagebench=cfg.task.dpimagebench)
-    return dataclasses.replace(rcfg, task=t)
+    return dataclasses.replace(rcfg, task=t, trainer=dataclasses.replace(rcfg.trainer, threads=cfg.trainer.threads))
 
 
 def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:

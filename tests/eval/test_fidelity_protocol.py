@@ -200,3 +200,8 @@ def test_an_evaluation_asking_for_a_fid_count_computes_it_where_the_run_had_fid_
     assert got.task.dpimagebench.n_synthetic == 500 and got.task.eval_models == ["logreg"]
     kept = asked_protocol(compose_config(["task=evaluate", "task.run=somewhere"]), run)
     assert not generation.fid_enabled(kept) and kept.task == run.task
+    # the threads are the evaluation's own, never those the run trained with
+    one = compose_config(["trainer.threads=1"])
+    assert asked_protocol(compose_config(["task=evaluate", "task.run=somewhere"]), one).trainer.threads == "auto"
+    assert asked_protocol(compose_config(["task=evaluate", "task.run=somewhere", "trainer.threads=2"]),
+                          one).trainer.threads in (2, "2")
