@@ -212,10 +212,13 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
         rec = {"run": str(run), **common, "checkpoint_step": privs[i].get("checkpoint_step"),
                "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"])}
         records.append(rec)
-    for i in [winner] + [i for i in range(len(runs)) if i != winner]:  # the chosen run's file first
+    # every held-out part marked spent before any choice is written: a stop between two writes leaves no run that
+    # could be scored again; then the chosen run's file first
+    for i, run in enumerate(runs):
         spent = {"held_out": common["held_out"], "epsilon": epsilon, "delta": 0.0, "run_id": privs[i].get("run_id"),
                  "checkpoint_step": privs[i].get("checkpoint_step"), "chosen_run": common["chosen"].get("run", str(run))}
-        atomic_write_text(runs[i] / SPENT, json.dumps({"selections": [spent]}, indent=2) + "\n")
+        atomic_write_text(run / SPENT, json.dumps({"selections": [spent]}, indent=2) + "\n")
+    for i in [winner] + [i for i in range(len(runs)) if i != winner]:
         atomic_write_text(runs[i] / "selection.json", json.dumps(records[i], indent=2) + "\n")
     return records[winner]
 
