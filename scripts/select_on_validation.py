@@ -101,9 +101,9 @@ def _same_held_out_part(runs, loaded) -> None:
     from dpgen.tasks.finished_run import ReleaseError
 
     first = runs[0]
-    cfg0, _, _, p0, f0 = loaded[0]
+    cfg0, _, _, p0, _ = loaded[0]
     data0 = OmegaConf.to_container(cfg0.dataset, resolve=True)
-    for run, (cfg, _, _, p, f) in zip(runs[1:], loaded[1:]):
+    for run, (cfg, _, _, p, _) in zip(runs[1:], loaded[1:]):
         if OmegaConf.to_container(cfg.dataset, resolve=True) != data0:
             raise ReleaseError(f"{run} and {first} were trained on different data settings (dataset.*): they do not "
                                "hold out the same records. Score runs of one dataset.validation split together")
@@ -143,9 +143,9 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     if len(set(curves)) != len(curves) or len(curves) * len(runs) < 2:
         raise ValueError("--candidates: give two or more different candidates (or one curve and two or more runs)")
     loaded = [_scored_run(run, epsilon) for run in runs]
-    if len(runs) > 1:
-        _same_held_out_part(runs, loaded)
     many = len(runs) > 1
+    if many:
+        _same_held_out_part(runs, loaded)
     pairs = [(i, c) for i in range(len(runs)) for c in curves]
 
     t0 = time.time()

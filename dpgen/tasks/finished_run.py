@@ -128,6 +128,17 @@ def read_selection(run: Path):
     if chosen not in sel.get("candidates", []):
         raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
     check_describes_checkpoint(run, sel, path)
+    if "runs" in sel:  # the epsilon it states is at least the scored runs' trainings composed (an edit is refused)
+        from dpgen.privacy.selection import scored_runs_epsilon
+
+        try:
+            floor = scored_runs_epsilon([r["composition"] for r in sel["runs"]], float(sel["epsilon"]),
+                                        float(sel["run_delta"]))
+        except (KeyError, TypeError, ValueError):
+            floor = None
+        if floor is None or float(sel["epsilon_total"]) < floor - 1e-9:
+            raise ReleaseError(f"{path}: its epsilon_total does not compose the scored runs it lists; the file was "
+                               "edited. Restore it from the selection, or move it away")
     if "runs" in sel and chosen.get("run_id") != sel.get("run_id"):  # scored beside other runs, and not drawn
         raise ReleaseError(f"{path}: this run was scored beside {len(sel['runs'])} runs on one held-out part, and the "
                            f"selection drew another: {chosen.get('run')} (run {chosen.get('run_id')}). Release that "

@@ -180,6 +180,11 @@ def test_several_runs_beside_one_held_out_part_compose_for_the_chosen_release(ru
         read_selection(loser)
     with pytest.raises(ReleaseError, match="drew another"):
         release(loser, n=100)
+    # a file whose stated epsilon was lowered is refused
+    edited = dict(json.loads((winner / "selection.json").read_text()), epsilon_total=1.0)
+    (winner / "selection.json").write_text(json.dumps(edited))
+    with pytest.raises(ReleaseError, match="was edited"):
+        read_selection(winner)
     # both held-out parts are spent
     for r in (a, b):
         with pytest.raises(SystemExit):
