@@ -195,6 +195,10 @@ def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]
            "records' epsilon composes every scored run, the held-out records' is the selection's, and the epsilon "
            "stated is the larger of the two") if "runs" in sel else \
         "it composes with training in parallel, so the epsilon stated is the larger of the two"
+    if "carried" in sel:  # the runs' settings were chosen by earlier mechanisms on these records: all sequential
+        how = ("this run's settings were chosen by earlier mechanisms on these records (selection.json's 'carried': "
+               "privacy.selection_cost), so the epsilon stated composes them with the scored run"
+               f"{'s' if 'runs' in sel else ''} and this draw, sequentially, for every record")
     sheet["post_processing"] = (
         f"model.sharpen: a contrast curve of slope {c['sharpen']:g} centred at {c['sharpen_at']:g} on every sample"
         if c["sharpen"] else "none") + (
@@ -202,8 +206,9 @@ def with_selection(sheet: Dict[str, Any], sel: Dict[str, Any]) -> Dict[str, Any]
         f"({sel.get('held_out', 'dataset.validation')}) by the exponential mechanism at epsilon {sel['epsilon']:g} "
         f"(scripts/select_on_validation.py, selection.json); {how}")
     sheet["selection"] = {k: sel.get(k) for k in ("candidates", "chosen", "epsilon", "delta", "mechanism", "score",
-                                                  "neighbouring_relation", "composition", "epsilon_total", "runs")
-                        if k in sel or k != "runs"}
+                                                  "neighbouring_relation", "composition", "epsilon_total", "runs",
+                                                  "carried")
+                        if k in sel or k not in ("runs", "carried")}
     return sheet
 
 

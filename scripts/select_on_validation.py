@@ -22,6 +22,11 @@ releasing the chosen run discloses all of them for a training record: its epsilo
 (PLD at their delta, dpgen.privacy.selection.scored_runs_epsilon), or the selection's if that is larger. Runs of
 other data settings or deltas, or one run named twice, are refused.
 
+Where the runs' settings were themselves chosen by earlier mechanisms on these records (a preset's
+``privacy.selection_cost``, e.g. ``dpsinkhorn_best_mnist``'s curve), the release composes those too, sequentially:
+every training counted and every selection's epsilon added, this draw's included (stated under ``carried``).
+``--restate <run>`` raises an older file's ``epsilon_total`` to that figure without a new draw.
+
 Writes ``selection.json`` into each scored run (atomically; a second selection on any of them is refused, since two
 would add up) and prints the commands that measure the choice. ``dpgen sample <chosen run>`` then releases through
 the chosen curve, and its datasheet states the selection and the release's epsilon; the other runs' releases are
@@ -120,6 +125,83 @@ def _same_held_out_part(runs, loaded) -> None:
                                "of the composed epsilon cannot be stated: score it alone")
 
 
+CARRIED_COMPOSITION = (
+    "sequential: the scored runs' settings were chosen by earlier mechanisms on these records (their "
+    "privacy.selection_cost, under 'carried'), perhaps on this held-out part too, so the release composes the scored "
+    "runs' trainings with those earlier trainings (PLD at the runs' delta) plus every selection's epsilon, this "
+    "draw's included: an upper bound for every record, whichever part it lies in (conservative where this draw "
+    "re-chooses the very setting an earlier one chose)")
+
+
+def carried_cost(cfgs) -> dict:
+    """The earlier choices the scored runs' settings carry (``privacy.selection_cost`` of each run's config), as
+    one cost: each distinct run's cost once, different ones all counted (conservative). Empty when none is stated."""
+    from dpgen.config import selection_cost_groups
+
+    costs = []
+    for cfg in cfgs:
+        cost = selection_cost_groups(cfg.privacy)
+        if (cost[0] or cost[1]) and cost not in costs:
+            costs.append(cost)
+    if not costs:
+        return {}
+    return {"trainings": [list(t) for c in costs for t in c[0]], "pure_epsilon": sum(c[1] for c in costs),
+            "from": "privacy.selection_cost of the scored runs' settings (their presets): the earlier runs whose "
+                    "output chose a setting, as [noise multiplier, sample rate, steps], and the selections' epsilon"}
+
+
+def restate(run: Path) -> dict:
+    """Rewrite the epsilon_total of ``run``'s selection.json (and of every run scored beside it) when it is below
+    what the release discloses as recomputed now (the earlier choices the runs' settings carry included): no new
+    draw, no private record read, never lowered. Returns the run's restated record."""
+    from omegaconf import OmegaConf
+
+    from dpgen.privacy.selection import scored_runs_epsilon
+    from dpgen.tasks.finished_run import ReleaseError, check_describes_checkpoint
+    from dpgen.train.run_record import load_checkpoint_file
+    from dpgen.utils.io import atomic_write_text
+
+    run = Path(run)
+    path = run / "selection.json"
+    if not path.exists():
+        raise ReleaseError(f"{path} does not exist: --restate takes a run that holds a selection")
+    sel = json.loads(path.read_text())
+    check_describes_checkpoint(run, sel, path)
+    folders = [Path(r["run"]) for r in sel["runs"]] if "runs" in sel else [run]
+    if run.resolve() not in [f.resolve() for f in folders]:
+        raise ReleaseError(f"{path} lists the runs {[str(f) for f in folders]}, and not {run}: restate it from the "
+                           "folder the selection wrote it in")
+    missing = [str(f / "config.yaml") for f in folders if not (f / "config.yaml").exists()]
+    if missing:
+        raise ReleaseError(f"{missing}: every scored run's config.yaml is needed to restate the selection")
+    carried = carried_cost([OmegaConf.load(f / "config.yaml") for f in folders])
+    if "runs" in sel:
+        groups = [r["composition"] for r in sel["runs"]]
+    else:
+        groups = [load_checkpoint_file(run / "checkpoints" / "last.pt").get("privacy", {}).get("composition")]
+    if carried and not all(groups):
+        raise ReleaseError(f"{path}: a scored run records no training groups, so the earlier choices cannot be "
+                           "composed with it; move the selection away to release the run with its own settings")
+    old = float(sel["epsilon_total"])
+    new = (scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), carried["trainings"],
+                               carried["pure_epsilon"]) if carried else old)
+    if new <= old + 1e-12:
+        return sel
+    out = None
+    for folder in folders:
+        f = folder / "selection.json"
+        rec = json.loads(f.read_text())
+        rec.update({"carried": carried, "epsilon_total": new, "composition": CARRIED_COMPOSITION,
+                    "restated": f"epsilon_total {old:.4f} -> {new:.4f} ({time.strftime('%Y-%m-%d')}, "
+                                "scripts/select_on_validation.py --restate: the earlier choices the runs' settings "
+                                "carry were not counted; no new draw)"})
+        if "runs" not in sel:
+            rec["run_composition"] = groups[0]
+        atomic_write_text(f, json.dumps(rec, indent=2) + "\n")
+        out = rec if folder.resolve() == run.resolve() else out
+    return out
+
+
 def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None, rng=None,
            progress: bool = True) -> dict:
     """Draw one of (run, curve) for every given run (one run: its curve) on the held-out part; write the choice into
@@ -169,7 +251,12 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     winner, (slope, at) = pairs[chosen]
     privs = [p for _, _, _, p, _ in loaded]
     run_eps = float(privs[winner]["epsilon_spent"])
-    if many:
+    carried = carried_cost([cfg for cfg, *_ in loaded])
+    if carried:
+        total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]),
+                                    carried["trainings"], carried["pure_epsilon"])
+        composition = (CARRIED_COMPOSITION + (f" ({len(runs)} scored runs)" if many else ""))
+    elif many:
         total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]))
         composition = (f"the {len(runs)} scored runs trained on the same training part and the draw depends on each "
                        "generator, so for a training record the chosen run's release discloses them all: their "
@@ -202,6 +289,7 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
         **({"runs": [{"run": str(r), "run_id": p.get("run_id"), "epsilon_spent": float(p["epsilon_spent"]),
                       "composition": p["composition"]} for r, p in zip(runs, privs)]} if many else {}),
         "run_delta": privs[winner].get("delta"),
+        **({"carried": carried} if carried else {}),
         "epsilon_total": total,
         "not_covered": "wall-clock time (seconds), which grows with the held-out part's size; the scores and that "
                        "size are never written",
@@ -210,7 +298,8 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     records = []
     for i, run in enumerate(runs):  # each scored folder says what its held-out part was spent on, for its weights
         rec = {"run": str(run), **common, "checkpoint_step": privs[i].get("checkpoint_step"),
-               "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"])}
+               "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"]),
+               **({"run_composition": privs[i]["composition"]} if carried and not many else {})}
         records.append(rec)
     # every held-out part marked spent before any choice is written: a stop between two writes leaves no run that
     # could be scored again; then the chosen run's file first
@@ -236,7 +325,20 @@ def main(argv=None) -> int:
     parser.add_argument("--n-synthetic", type=int, default=10000, help="samples drawn once, every curve applied")
     parser.add_argument("--k", type=int, default=3, help="neighbours of the recall manifold's radii")
     parser.add_argument("--seed", type=int, default=None, help="the samples' seed (default: the run's seed + 3)")
+    parser.add_argument("--restate", action="store_true",
+                        help="no draw: raise the epsilon_total of each run's selection.json (and of the runs scored "
+                             "beside it) to what the release discloses as counted now (the earlier choices the runs' "
+                             "settings carry); never lowers it, reads no private record")
     args = parser.parse_args(argv)
+    if args.restate:
+        try:
+            for run in args.runs:
+                rec = restate(run)
+                print(json.dumps({"run": str(run), "epsilon_total": rec["epsilon_total"],
+                                  "restated": rec.get("restated", "unchanged: it already states at least this")}))
+        except (ValueError, KeyError, OSError) as err:
+            parser.exit(2, f"select_on_validation: {err}\n")
+        return 0
     if args.n_synthetic <= args.k:
         parser.error(f"--n-synthetic {args.n_synthetic} must exceed --k {args.k}")
     try:

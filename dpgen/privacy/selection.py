@@ -65,18 +65,27 @@ def parallel_epsilon(run_epsilon: float, selection_epsilon: float) -> float:
     return float(max(float(run_epsilon), float(selection_epsilon)))
 
 
-def scored_runs_epsilon(runs: Sequence[Sequence[Sequence[float]]], selection_epsilon: float, delta: float) -> float:
+def scored_runs_epsilon(runs: Sequence[Sequence[Sequence[float]]], selection_epsilon: float, delta: float,
+                        earlier: Sequence[Sequence[float]] = (), earlier_pure: float = 0.0) -> float:
     """Epsilon of releasing one of several runs chosen by a selection on the held-out part, every run trained on
     the same training part. The draw depends on every scored generator, so for a training record the release
     discloses all of the runs: their Poisson-subsampled Gaussian groups ``(noise multiplier, sample rate, steps)``
     composed under PLD at ``delta``. A held-out record meets the selection only (pure, ``selection_epsilon``). One
-    record lies in one part (add/remove one record): the larger of the two. One run: its own PLD epsilon."""
+    record lies in one part (add/remove one record): the larger of the two. One run: its own PLD epsilon.
+
+    ``earlier`` and ``earlier_pure``: the mechanisms that chose the scored runs' settings on these same records (a
+    preset's ``privacy.selection_cost``: earlier trainings, and earlier selections, perhaps on this held-out part).
+    The scored runs and this draw then compose with them **sequentially** for every record, whichever part it lies
+    in: every training composed under PLD, plus every pure epsilon, this draw's included
+    (:func:`carried_epsilon`)."""
     check_epsilon(selection_epsilon, "the selection's epsilon")
     if any(not run for run in runs):
         raise PrivacyParameterError("a scored run records no training groups: give each run's [noise multiplier, "
                                     "sample rate, steps] groups (its privacy report's 'composition')")
-    trained = _trainings_epsilon([g for run in runs for g in run], delta)
-    return parallel_epsilon(trained, selection_epsilon)
+    groups = [g for run in runs for g in run]
+    if earlier or earlier_pure:
+        return carried_epsilon(groups, earlier, float(earlier_pure) + float(selection_epsilon), delta)
+    return parallel_epsilon(_trainings_epsilon(groups, delta), selection_epsilon)
 
 
 def carried_epsilon(this_run: Sequence[Sequence[float]], earlier: Sequence[Sequence[float]], pure_epsilon: float,

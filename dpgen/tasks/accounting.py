@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict
 
-from dpgen.config import Config
+from dpgen.config import Config, selection_cost_groups
 from dpgen.tasks.registry import TASKS
 
 
@@ -101,11 +101,10 @@ def _settings_choice(cfg: Config, out: Dict[str, Any]) -> Dict[str, Any]:
     z, q, steps = sm.get("noise_multiplier"), sm.get("sample_rate"), sm.get("steps")
     planned = {"private": True, "delta": float(cfg.privacy.delta), "neighbouring_relation": out["relation"],
                "composition": [[float(z), float(q), int(steps)]] if None not in (z, q, steps) else None}
+    earlier, earlier_pure = selection_cost_groups(cfg.privacy)
     facts = RunFacts(n=int(cfg.dataset.n_train), poisson=out["relation"] == RELATIONS["poisson"],
                      selected_on_private=cfg.privacy.selected_on_private,
-                     selection_trainings=tuple((float(a), float(b), int(c)) for a, b, c in
-                                               cfg.privacy.selection_cost.trainings),
-                     selection_pure_epsilon=float(cfg.privacy.selection_cost.pure_epsilon))
+                     selection_trainings=earlier, selection_pure_epsilon=earlier_pure)
     rep = settings_choice(planned, facts)
     eps = rep.get("epsilon_with_settings_choice")
     out["summary"] = {**sm, "settings_selected_on_private_data": cfg.privacy.selected_on_private,

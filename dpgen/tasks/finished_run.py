@@ -128,23 +128,47 @@ def read_selection(run: Path):
     if chosen not in sel.get("candidates", []):
         raise ReleaseError(f"{path}: its chosen curve is not one of its candidates; the file was edited")
     check_describes_checkpoint(run, sel, path)
-    if "runs" in sel:  # the epsilon it states is at least the scored runs' trainings composed (an edit is refused)
-        from dpgen.privacy.selection import scored_runs_epsilon
-
-        try:
-            floor = scored_runs_epsilon([r["composition"] for r in sel["runs"]], float(sel["epsilon"]),
-                                        float(sel["run_delta"]))
-        except (KeyError, TypeError, ValueError):
-            floor = None
-        if floor is None or float(sel["epsilon_total"]) < floor - 1e-9:
-            raise ReleaseError(f"{path}: its epsilon_total does not compose the scored runs it lists; the file was "
-                               "edited. Restore it from the selection, or move it away")
+    floor = selection_floor(run, sel)
+    if floor is None or float(sel["epsilon_total"]) < floor - 1e-9:
+        raise ReleaseError(f"{path}: its epsilon_total does not compose "
+                           + ("what the release discloses (the file lacks the scored runs' trainings)" if floor is None
+                              else "the scored runs and the earlier choices its runs' settings carry "
+                              f"(privacy.selection_cost): at least {floor:.4f}, not {float(sel['epsilon_total']):.4f}")
+                           + "; the file was edited, or written by an older dpgen. Restate it: python "
+                           f"scripts/select_on_validation.py --restate {run} (no new draw), or move it away")
     if "runs" in sel and chosen.get("run_id") != sel.get("run_id"):  # scored beside other runs, and not drawn
         raise ReleaseError(f"{path}: this run was scored beside {len(sel['runs'])} runs on one held-out part, and the "
                            f"selection drew another: {chosen.get('run')} (run {chosen.get('run_id')}). Release that "
                            "run; this one's held-out part is spent, and its own release is not what the selection "
                            "stated")
     return sel
+
+
+def selection_floor(run: Path, sel: dict):
+    """The least epsilon ``sel`` (a run's selection.json) may state for the release, recomputed from what it lists
+    and from the run's own settings, never from the figure it states: the scored runs' trainings composed (several
+    runs) and, where the run's settings were chosen by earlier mechanisms on these records
+    (``privacy.selection_cost`` in its config.yaml), those composed sequentially with the runs and the draw
+    (dpgen.privacy.selection.scored_runs_epsilon). None when it cannot be recomputed (a file with neither the runs
+    nor the run's composition it needs); a file of one run with no earlier choice: its ``epsilon`` (the parallel
+    case, trusted as before)."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import selection_cost_groups
+    from dpgen.privacy.selection import scored_runs_epsilon
+
+    cfg_path = Path(run) / "config.yaml"
+    earlier, pure = selection_cost_groups(OmegaConf.load(cfg_path).privacy) if cfg_path.exists() else ((), 0.0)
+    try:
+        if "runs" in sel:
+            groups = [r["composition"] for r in sel["runs"]]
+        elif earlier or pure:
+            groups = [sel["run_composition"]]
+        else:
+            return float(sel["epsilon"])
+        return scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), earlier, pure)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def check_describes_checkpoint(run: Path, written: dict, path: Path) -> None:
@@ -176,4 +200,4 @@ def run_curve(run: Path, override=None):
 
 
 __all__ = ["ReleaseError", "add_sharpen_arguments", "load_generator", "read_selection", "run_curve",
-           "sharpen_from_args"]
+           "selection_floor", "sharpen_from_args"]

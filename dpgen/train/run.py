@@ -39,9 +39,11 @@ def privacy_block(cfg, method, task) -> Dict[str, Any]:
     release, a sweep row and a table cell read: dpgen.train.run_record): the method's report with the run's
     facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`), the task's evaluation
     that reads the training records among them."""
+    from dpgen.config import selection_cost_groups
     from dpgen.privacy.report import RunFacts, run_report
 
     ds = cfg.dataset
+    earlier, earlier_pure = selection_cost_groups(cfg.privacy)
     facts = RunFacts(
         n=int(task.n_private), poisson=method.sampling == "poisson",
         counted_n_from=str(ds.path) if ds.n_train_counted else None,
@@ -49,8 +51,7 @@ def privacy_block(cfg, method, task) -> Dict[str, Any]:
         own_data=str(ds.path) if ds.path else None,
         own_test_held_out=bool(ds.path) and not own_test_split(cfg),
         selected_on_private=cfg.privacy.selected_on_private,
-        selection_trainings=tuple((float(t[0]), float(t[1]), int(t[2])) for t in cfg.privacy.selection_cost.trainings),
-        selection_pure_epsilon=float(cfg.privacy.selection_cost.pure_epsilon),
+        selection_trainings=earlier, selection_pure_epsilon=earlier_pure,
         secret_randomness=bool(cfg.privacy.secret_randomness),
         secure_rng=bool(cfg.privacy.secure_rng),
         train_split_fidelity=task.reads_training_records(cfg))

@@ -222,3 +222,66 @@ def test_scored_runs_epsilon_composes_the_trainings_and_takes_the_larger_part():
     assert scored_runs_epsilon([[(50.0, q, 10)]], 3.0, 1e-5) == 3.0
     with pytest.raises(Exception, match="composition"):
         scored_runs_epsilon([one, []], 1.0, 1e-5)
+
+
+def test_a_draw_among_runs_whose_settings_were_chosen_earlier_composes_that_choice(run_cli, tmp_path, capsys):
+    """Runs whose settings were chosen by earlier mechanisms on these records (a preset's privacy.selection_cost)
+    carry that choice into a draw among them: every training and every selection's epsilon, sequentially. A file
+    written without it states less and is refused; --restate raises it without a new draw, and never lowers it."""
+    import select_on_validation as sov
+
+    from dpgen.privacy.selection import carried_epsilon, scored_runs_epsilon
+    from dpgen.release import read_selection, release
+    from dpgen.tasks.finished_run import ReleaseError
+
+    earlier = (1.6, 0.01, 300)
+    cost = ["privacy.selected_on_private=a_test_choice", f"privacy.selection_cost.trainings=[{list(earlier)}]",
+            "privacy.selection_cost.pure_epsilon=0.5"]
+    a = _run(run_cli, tmp_path, "a", "dataset.validation=0.2", *cost)
+    b = _run(run_cli, tmp_path, "b", "dataset.validation=0.2", "method.repel=2", *cost)
+    pa, pb = (json.loads((r / "metrics.json").read_text())["privacy"] for r in (a, b))
+    delta = pa["delta"]
+    assert sov.main([str(a), str(b), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sa, sb = (json.loads((r / "selection.json").read_text()) for r in (a, b))
+    total = carried_epsilon([*pa["composition"], *pb["composition"]], [earlier], 1.5, delta)
+    assert abs(scored_runs_epsilon([pa["composition"], pb["composition"]], 1.0, delta, [earlier], 0.5) - total) < 1e-12
+    without = scored_runs_epsilon([pa["composition"], pb["composition"]], 1.0, delta)
+    assert sa["epsilon_total"] == sb["epsilon_total"] == total > without
+    assert total > max(pa["epsilon_with_settings_choice"], pb["epsilon_with_settings_choice"])
+    assert sa["carried"]["trainings"] == [list(earlier)] and sa["carried"]["pure_epsilon"] == 0.5
+    assert sa["composition"].startswith("sequential")
+    winner, loser = (a, b) if sa["chosen"]["run"] == str(a) else (b, a)
+    sheet = release(winner, n=100)
+    assert sheet["epsilon_spent"] == total and sheet["selection"]["carried"] == sa["carried"]
+    assert "chosen by earlier mechanisms" in sheet["post_processing"]
+    # a file of an older dpgen (no 'carried', the scored runs alone) is refused, naming the fix
+    for r in (a, b):
+        old = json.loads((r / "selection.json").read_text())
+        old.pop("carried")
+        (r / "selection.json").write_text(json.dumps(dict(old, epsilon_total=without)))
+    with pytest.raises(ReleaseError, match=f"at least {total:.4f}.*--restate {re.escape(str(winner))}"):
+        read_selection(winner)
+    assert sov.main(["--restate", str(winner)]) == 0
+    assert f'"epsilon_total": {total}' in capsys.readouterr().out
+    for r in (a, b):
+        restated = json.loads((r / "selection.json").read_text())
+        assert restated["epsilon_total"] == total and restated["carried"] == sa["carried"]
+        assert "no new draw" in restated["restated"] and restated["chosen"] == sa["chosen"]
+    assert read_selection(winner)["epsilon_total"] == total
+    with pytest.raises(ReleaseError, match="drew another"):
+        read_selection(loser)
+    # never lowered: a file stating more stays as it is
+    (winner / "selection.json").write_text(json.dumps(dict(json.loads((winner / "selection.json").read_text()),
+                                                           epsilon_total=total + 5)))
+    assert sov.main(["--restate", str(winner)]) == 0
+    assert json.loads((winner / "selection.json").read_text())["epsilon_total"] == total + 5
+    # one run alone: its own training, the earlier ones, and both selections
+    c = _run(run_cli, tmp_path, "c", "dataset.validation=0.2", *cost)
+    pc = json.loads((c / "metrics.json").read_text())["privacy"]
+    assert sov.main([str(c), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sc = json.loads((c / "selection.json").read_text())
+    assert sc["epsilon_total"] == carried_epsilon(pc["composition"], [earlier], 1.5, delta)
+    assert sc["run_composition"] == pc["composition"] and read_selection(c)["epsilon_total"] == sc["epsilon_total"]
+    (c / "selection.json").write_text(json.dumps(dict(sc, epsilon_total=pc["epsilon_spent"])))
+    with pytest.raises(ReleaseError, match="--restate"):
+        read_selection(c)
