@@ -202,6 +202,21 @@ def restate(run: Path) -> dict:
     return out
 
 
+def stale_releases(run: Path, epsilon_total: float) -> list:
+    """The release datasheets inside ``run``'s folder that state less than ``epsilon_total`` (drawn before a
+    restate): each ``(folder, the epsilon it states, its n)``, for a release drawn again."""
+    stale = []
+    for sheet in sorted(Path(run).glob("**/datasheet.json")):
+        try:
+            d = json.loads(sheet.read_text())
+            eps = float(d["epsilon_spent"])
+        except (ValueError, KeyError, TypeError, OSError):
+            continue
+        if eps < float(epsilon_total) - 1e-9:
+            stale.append((sheet.parent, eps, d.get("n")))
+    return stale
+
+
 def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None, rng=None,
            progress: bool = True) -> dict:
     """Draw one of (run, curve) for every given run (one run: its curve) on the held-out part; write the choice into
@@ -336,6 +351,10 @@ def main(argv=None) -> int:
                 rec = restate(run)
                 print(json.dumps({"run": str(run), "epsilon_total": rec["epsilon_total"],
                                   "restated": rec.get("restated", "unchanged: it already states at least this")}))
+                for folder, eps, n in stale_releases(run, rec["epsilon_total"]):
+                    print(f"{folder} is a release whose datasheet states epsilon {eps:.4f}, below "
+                          f"{rec['epsilon_total']:.4f}: draw it again (dpgen sample {run} n={n} "
+                          f"out={folder}), or remove it")
         except (ValueError, KeyError, OSError) as err:
             parser.exit(2, f"select_on_validation: {err}\n")
         return 0

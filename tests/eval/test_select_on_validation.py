@@ -261,8 +261,15 @@ def test_a_draw_among_runs_whose_settings_were_chosen_earlier_composes_that_choi
         (r / "selection.json").write_text(json.dumps(dict(old, epsilon_total=without)))
     with pytest.raises(ReleaseError, match=f"at least {total:.4f}.*--restate {re.escape(str(winner))}"):
         read_selection(winner)
+    ds = winner / "release" / "datasheet.json"  # a release drawn by the older dpgen stated the lower figure
+    ds.write_text(json.dumps(dict(json.loads(ds.read_text()), epsilon_spent=without)))
+    capsys.readouterr()
     assert sov.main(["--restate", str(winner)]) == 0
-    assert f'"epsilon_total": {total}' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f'"epsilon_total": {total}' in out
+    # that release is named, with the command that draws it again
+    assert (f"{winner / 'release'} is a release whose datasheet states epsilon {without:.4f}, below {total:.4f}: "
+            f"draw it again (dpgen sample {winner} n=100 out={winner / 'release'})") in out
     for r in (a, b):
         restated = json.loads((r / "selection.json").read_text())
         assert restated["epsilon_total"] == total and restated["carried"] == sa["carried"]
