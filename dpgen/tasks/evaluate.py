@@ -312,6 +312,9 @@ def evaluate_generations(cfg, output_dir=None) -> Dict[str, Any]:
             c = selection["chosen"]
             how = (f"{len(selection['runs'])} scored runs composed, parallel with the selection"
                    if "runs" in selection else "parallel composition")
+            if "carried" in selection:  # the runs' settings were chosen earlier on these records
+                how = (f"{len(selection.get('runs', [None]))} scored run(s), the earlier choices their settings carry "
+                       "and every selection, composed sequentially")
             print(f"  the curve (slope {c['sharpen']:g} at {c['sharpen_at']:g}) was chosen on the run's held-out "
                   f"records at epsilon {selection['epsilon']:g} (selection.json); the release's epsilon: "
                   f"{selection['epsilon_total']:.4f} ({how})")

@@ -277,6 +277,9 @@ def test_a_draw_among_runs_whose_settings_were_chosen_earlier_composes_that_choi
     assert read_selection(winner)["epsilon_total"] == total
     with pytest.raises(ReleaseError, match="drew another"):
         read_selection(loser)
+    code, out = run_cli("task=evaluate", f"task.run={winner}", "task.generations=1", "task.eval_models=[logreg]",
+                        "trainer.progress=false", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert code == 0 and f"the release's epsilon: {total:.4f} (2 scored run(s), the earlier choices" in out
     # never lowered: a file stating more stays as it is
     (winner / "selection.json").write_text(json.dumps(dict(json.loads((winner / "selection.json").read_text()),
                                                            epsilon_total=total + 5)))
