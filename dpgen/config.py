@@ -217,17 +217,6 @@ class SelectionCostConfig:
     pure_epsilon: float = 0.0
 
 
-def selection_cost_groups(privacy_cfg):
-    """``privacy.selection_cost`` of a run's (or preset's) privacy settings as ``(trainings, pure_epsilon)``: each
-    earlier training a ``(noise multiplier, sample rate, steps)`` tuple; ``((), 0.0)`` when none is stated (a run
-    saved before the field existed included)."""
-    cost = getattr(privacy_cfg, "selection_cost", None)  # a PrivacyConfig or its DictConfig (a saved config.yaml)
-    if cost is None:
-        return (), 0.0
-    trainings = tuple((float(t[0]), float(t[1]), int(t[2])) for t in (getattr(cost, "trainings", None) or ()))
-    return trainings, float(getattr(cost, "pure_epsilon", None) or 0.0)
-
-
 @dataclass
 class PrivacyConfig:
     epsilon: float = 10.0

@@ -136,7 +136,7 @@ CARRIED_COMPOSITION = (
 def carried_cost(cfgs) -> dict:
     """The earlier choices the scored runs' settings carry (``privacy.selection_cost`` of each run's config), as
     one cost: each distinct run's cost once, different ones all counted (conservative). Empty when none is stated."""
-    from dpgen.config import selection_cost_groups
+    from dpgen.privacy.selection import selection_cost_groups
 
     costs = []
     for cfg in cfgs:

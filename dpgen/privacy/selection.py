@@ -121,10 +121,21 @@ def _trainings_epsilon(trainings: Sequence[Sequence[float]], delta: float) -> fl
     return float(pld_epsilon(tuple(sorted(groups)), float(delta))) if groups else 0.0
 
 
+def selection_cost_groups(privacy_cfg):
+    """``privacy.selection_cost`` of a run's (or preset's) privacy settings as ``(trainings, pure_epsilon)``: each
+    earlier training a ``(noise multiplier, sample rate, steps)`` tuple; ``((), 0.0)`` when none is stated (a run
+    saved before the field existed included)."""
+    cost = getattr(privacy_cfg, "selection_cost", None)  # dpgen.config.PrivacyConfig, or a saved config.yaml's
+    if cost is None:
+        return (), 0.0
+    trainings = tuple((float(t[0]), float(t[1]), int(t[2])) for t in (getattr(cost, "trainings", None) or ()))
+    return trainings, float(getattr(cost, "pure_epsilon", None) or 0.0)
+
+
 def choice_ratio_bound(epsilon: float) -> float:
     """The most any candidate's probability may change between neighbouring data sets: exp(epsilon)."""
     return math.exp(float(epsilon))
 
 
 __all__ = ["bounded_scores", "carried_epsilon", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
-           "scored_runs_epsilon", "selection_probabilities"]
+           "scored_runs_epsilon", "selection_cost_groups", "selection_probabilities"]

@@ -13,7 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict
 
-from dpgen.config import Config, selection_cost_groups
+from dpgen.config import Config
+from dpgen.privacy.selection import selection_cost_groups
 from dpgen.tasks.registry import TASKS
 
 

@@ -154,8 +154,7 @@ def selection_floor(run: Path, sel: dict):
     case, trusted as before)."""
     from omegaconf import OmegaConf
 
-    from dpgen.config import selection_cost_groups
-    from dpgen.privacy.selection import scored_runs_epsilon
+    from dpgen.privacy.selection import scored_runs_epsilon, selection_cost_groups
 
     cfg_path = Path(run) / "config.yaml"
     earlier, pure = selection_cost_groups(OmegaConf.load(cfg_path).privacy) if cfg_path.exists() else ((), 0.0)

@@ -39,7 +39,7 @@ def privacy_block(cfg, method, task) -> Dict[str, Any]:
     release, a sweep row and a table cell read: dpgen.train.run_record): the method's report with the run's
     facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`), the task's evaluation
     that reads the training records among them."""
-    from dpgen.config import selection_cost_groups
+    from dpgen.privacy.selection import selection_cost_groups
     from dpgen.privacy.report import RunFacts, run_report
 
     ds = cfg.dataset
