@@ -55,14 +55,15 @@ def test_a_bad_earlier_training_is_refused_by_name(bad):
         carried_epsilon([(1.0, Q, 10)], [bad], 1.0, 1e-5)
 
 
-@pytest.mark.parametrize("preset,earlier,stated", [("mnist", 2, 21.08), ("fmnist", 1, 16.42)])
-def test_every_report_of_a_best_preset_states_the_choice_with_its_cost(preset, earlier, stated):
+@pytest.mark.parametrize("preset,earlier,pure,stated", [("mnist", 2, 1.0, 21.08), ("fmnist", 1, 1.0, 16.42),
+                                                        ("mnist_push", 4, 2.0, 30.29)])
+def test_every_report_of_a_best_preset_states_the_choice_with_its_cost(preset, earlier, pure, stated):
     """A full-data run of dpsinkhorn_best_<ds> (its 120,000 steps at its calibrated sigma) reports, beside the
     ledger's epsilon 10, the epsilon with the choice of its curve: the number its YAML states, by the preset's own
     selection_cost. Failing before 2026-12-07: the report said 'at most (11, 1e-5)' and stated no number."""
     cfg = compose_preset(f"dpsinkhorn_best_{preset}")
     cost = cfg.privacy.selection_cost
-    assert len(cost.trainings) == earlier and cost.pure_epsilon == 1.0
+    assert len(cost.trainings) == earlier and cost.pure_epsilon == pure
     led = Ledger(epsilon=10, delta=1e-5, sampling="poisson", sample_rate=Q, accountant="pld")
     z = led.calibrate(120000)
     led.accountant.step(noise_multiplier=z, sample_rate=Q, num_steps=120000)
