@@ -183,18 +183,24 @@ def restate(run: Path) -> dict:
         raise ReleaseError(f"{path}: a scored run records no training groups, so the earlier choices cannot be "
                            "composed with it; move the selection away to release the run with its own settings")
     old = float(sel["epsilon_total"])
-    new = (scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), carried["trainings"],
-                               carried["pure_epsilon"]) if carried else old)
+    new = (scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), carried.get("trainings", ()),
+                               carried.get("pure_epsilon", 0.0)) if carried or "runs" in sel else old)
     if new <= old + 1e-12:
         return sel
-    out = None
+    out = sel
     for folder in folders:
         f = folder / "selection.json"
-        rec = json.loads(f.read_text())
-        rec.update({"carried": carried, "epsilon_total": new, "composition": CARRIED_COMPOSITION,
-                    "restated": f"epsilon_total {old:.4f} -> {new:.4f} ({time.strftime('%Y-%m-%d')}, "
-                                "scripts/select_on_validation.py --restate: the earlier choices the runs' settings "
-                                "carry were not counted; no new draw)"})
+        rec = json.loads(f.read_text()) if f.exists() else {}
+        if rec.get("chosen") != sel["chosen"] or rec.get("candidates") != sel.get("candidates"):
+            continue  # that folder no longer holds this selection's file (a resume removed it, or another's)
+        was = float(rec["epsilon_total"])
+        if was >= new - 1e-12:
+            continue  # it states at least this already
+        rec.update({**({"carried": carried, "composition": CARRIED_COMPOSITION} if carried else {}),
+                    "epsilon_total": new,
+                    "restated": f"epsilon_total {was:.4f} -> {new:.4f} ({time.strftime('%Y-%m-%d')}, "
+                                "scripts/select_on_validation.py --restate: it stated less than the scored runs and "
+                                "the earlier choices their settings carry compose; no new draw)"})
         if "runs" not in sel:
             rec["run_composition"] = groups[0]
         atomic_write_text(f, json.dumps(rec, indent=2) + "\n")

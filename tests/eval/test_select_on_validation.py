@@ -185,6 +185,9 @@ def test_several_runs_beside_one_held_out_part_compose_for_the_chosen_release(ru
     (winner / "selection.json").write_text(json.dumps(edited))
     with pytest.raises(ReleaseError, match="was edited"):
         read_selection(winner)
+    assert sov.main(["--restate", str(winner)]) == 0  # raised back to the composition, no new draw
+    assert read_selection(winner)["epsilon_total"] == total
+    assert "restated" not in json.loads((loser / "selection.json").read_text())  # it held the composition already
     # both held-out parts are spent
     for r in (a, b):
         with pytest.raises(SystemExit):
