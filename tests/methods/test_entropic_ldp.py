@@ -115,7 +115,10 @@ def test_privatised_data_is_never_clean_and_has_the_mechanism_scale(mechanism, t
                      dtype=torch.float32)  # inside both unit balls: the projection changes nothing
     y = torch.arange(4000) % 3
     z, yz = m.prepare_data(x, y, tmp_path)
-    assert z.shape == x.shape and not torch.any(z == x)
+    # no record is released clean; a single coordinate may round back to its clean float32 value when its noise falls
+    # below half an ulp (about 1e-7 a coordinate here: it failed one make test of 8,000 coordinates on 2026-12-07)
+    exact = z == x
+    assert z.shape == x.shape and not torch.any(exact.all(dim=1)) and int(exact.sum()) <= 2
     assert torch.all(yz == 0)  # labels dropped
     noise = (z - x).double().flatten().numpy()
     scale = m.noise_scale
