@@ -27,6 +27,13 @@ Where the runs' settings were themselves chosen by earlier mechanisms on these r
 every training counted and every selection's epsilon added, this draw's included (stated under ``carried``).
 ``--restate <run>`` raises an older file's ``epsilon_total`` to that figure without a new draw.
 
+Every draw is recorded in the data set's register, ``<outputs>/held_out/<data set>.json``
+(dpgen.privacy.held_out_registry), before any selection file: the held-out part is one public hash for every run at
+one fraction, so a draw beside another folder reads the same records. A new draw on the data set composes the
+draws recorded there (their scored runs' trainings, each run once, their epsilons, the earlier costs they carried),
+stated under ``carried`` and ``earlier_draws``, unless the scored runs' settings (``privacy.selection_cost``)
+already state at least that cost. ``--record <run>`` adds a selection made before the register existed.
+
 Writes ``selection.json`` into each scored run (atomically; a second selection on any of them is refused, since two
 would add up) and prints the commands that measure the choice. ``dpgen sample <chosen run>`` then releases through
 the chosen curve, and its datasheet states the selection and the release's epsilon; the other runs' releases are
@@ -150,6 +157,41 @@ def carried_cost(cfgs) -> dict:
                     "output chose a setting, as [noise multiplier, sample rate, steps], and the selections' epsilon"}
 
 
+def held_out_register(cfg):
+    """The register of every draw on this run's data set's held-out records (``<outputs>/held_out/<data set>.json``,
+    dpgen.privacy.held_out_registry) and the draws it holds."""
+    from dpgen.privacy.held_out_registry import dataset_key, read_draws, registry_path
+    from dpgen.utils.io import outputs_dir
+
+    path = registry_path(outputs_dir(), dataset_key(cfg.dataset.name, cfg.dataset.get("path", None)))
+    return path, read_draws(path)
+
+
+def with_earlier_draws(carried: dict, draws, run_ids, register) -> tuple:
+    """``carried`` with the register's earlier draws on this data set's held-out records composed in, unless the
+    scored runs' settings already state at least their cost: (carried, what was done, for the file; None: no draw)."""
+    from dpgen.privacy.held_out_registry import covers, earlier_cost
+
+    if not draws:
+        return carried, None
+    trainings, pure = earlier_cost(draws, run_ids, carried)
+    listed = [{"when": d.get("when"), "runs": [r.get("run") for r in d.get("runs", ())], "epsilon": d.get("epsilon"),
+               "validation": d.get("validation")} for d in draws]
+    stated_t, stated_p = (carried or {}).get("trainings", ()), float((carried or {}).get("pure_epsilon", 0.0))
+    if not trainings and not pure:
+        return carried, None
+    if carried and covers(stated_t, stated_p, trainings, pure):
+        return carried, {"register": str(register), "draws": listed,
+                         "counted": "already: the scored runs' settings state at least their cost"}
+    merged = {"trainings": [*map(list, stated_t), *map(list, trainings)], "pure_epsilon": stated_p + pure,
+              "from": ((carried["from"] + "; and ") if carried else "") +
+              f"the earlier draws on this data set's held-out records recorded in {register} (their scored runs' "
+              "trainings, each run once, their epsilons and the earlier costs they carried): they read the same "
+              "records, a larger fraction's part holding a smaller one's, so they are composed, an upper bound where "
+              "they did not inform this draw"}
+    return merged, {"register": str(register), "draws": listed, "counted": "composed in (under 'carried')"}
+
+
 def restate(run: Path) -> dict:
     """Rewrite the epsilon_total of ``run``'s selection.json (and of every run scored beside it) when it is below
     what the release discloses as recomputed now (the earlier choices the runs' settings carry included): no new
@@ -206,6 +248,41 @@ def restate(run: Path) -> dict:
         atomic_write_text(f, json.dumps(rec, indent=2) + "\n")
         out = rec if folder.resolve() == run.resolve() else out
     return out
+
+
+def record(run: Path) -> tuple:
+    """Add ``run``'s selection.json (a draw made before the register existed) to its data set's register; nothing is
+    drawn and no private record is read. Returns (the register, whether the draw was added)."""
+    from omegaconf import OmegaConf
+
+    from dpgen.privacy.held_out_registry import draw_entry, record_draw
+    from dpgen.tasks.finished_run import ReleaseError, check_describes_checkpoint
+    from dpgen.train.run_record import load_checkpoint_file
+
+    run = Path(run)
+    path = run / "selection.json"
+    if not path.exists():
+        raise ReleaseError(f"{path} does not exist: --record takes a run that holds a selection")
+    sel = json.loads(path.read_text())
+    check_describes_checkpoint(run, sel, path)
+    cfg = OmegaConf.load(run / "config.yaml")
+    if "runs" in sel:
+        scored = [(r["run"], r.get("run_id"), r.get("composition") or ()) for r in sel["runs"]]
+    else:
+        comp = sel.get("run_composition") or load_checkpoint_file(run / "checkpoints" / "last.pt").get(
+            "privacy", {}).get("composition") or ()
+        scored = [(str(run), sel.get("run_id"), comp)]
+    if not all(t for _, _, t in scored):
+        raise ReleaseError(f"{path}: a scored run records no training groups, so the register could not count its "
+                           "training; train with a current dpgen, or state the cost in the presets that follow")
+    register, _ = held_out_register(cfg)
+    # the cost its settings stated (a file that composed the register's draws lists them under 'carried' too)
+    stated = carried_cost([cfg]) if sel.get("earlier_draws") else (sel.get("carried") or {})
+    entry = draw_entry(register.stem, float(cfg.dataset.get("validation", 0.0) or 0.0), scored, float(sel["epsilon"]),
+                       {k: v for k, v in stated.items() if k in ("trainings", "pure_epsilon")},
+                       float(sel["epsilon_total"]), sel["chosen"])
+    entry["recorded"] = "afterwards, from the run's selection.json (--record); 'when' is the day it was recorded"
+    return register, record_draw(register, entry)
 
 
 def stale_releases(run: Path, epsilon_total: float) -> list:
@@ -272,11 +349,15 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     winner, (slope, at) = pairs[chosen]
     privs = [p for _, _, _, p, _ in loaded]
     run_eps = float(privs[winner]["epsilon_spent"])
-    carried = carried_cost([cfg for cfg, *_ in loaded])
+    stated = carried_cost([cfg for cfg, *_ in loaded])  # what the runs' settings say chose them
+    register, draws = held_out_register(loaded[0][0])
+    carried, registered = with_earlier_draws(stated, draws, [p.get("run_id") for p in privs], register)
     if carried:
         total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]),
                                     carried["trainings"], carried["pure_epsilon"])
-        composition = (CARRIED_COMPOSITION + (f" ({len(runs)} scored runs)" if many else ""))
+        composition = (CARRIED_COMPOSITION + (f" ({len(runs)} scored runs)" if many else "") +
+                       ("; the earlier draws on this data set's held-out records in its register are composed too "
+                        "(under 'earlier_draws')" if registered and registered["counted"].startswith("composed") else ""))
     elif many:
         total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]))
         composition = (f"the {len(runs)} scored runs trained on the same training part and the draw depends on each "
@@ -311,6 +392,7 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
                       "composition": p["composition"]} for r, p in zip(runs, privs)]} if many else {}),
         "run_delta": privs[winner].get("delta"),
         **({"carried": carried} if carried else {}),
+        **({"earlier_draws": registered} if registered else {}),
         "epsilon_total": total,
         "not_covered": "wall-clock time (seconds), which grows with the held-out part's size; the scores and that "
                        "size are never written",
@@ -322,8 +404,14 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
                "run_id": privs[i].get("run_id"), "run_epsilon_spent": float(privs[i]["epsilon_spent"]),
                **({"run_composition": privs[i]["composition"]} if carried and not many else {})}
         records.append(rec)
-    # every held-out part marked spent before any choice is written: a stop between two writes leaves no run that
-    # could be scored again; then the chosen run's file first
+    # the data set's register first: a stop after it overstates nothing that a later draw relies on (it counts this
+    # draw); then every held-out part marked spent before any choice is written: a stop between two writes leaves no
+    # run that could be scored again; then the chosen run's file first
+    from dpgen.privacy.held_out_registry import draw_entry, record_draw
+
+    record_draw(register, draw_entry(register.stem, holdout, [(str(r), p.get("run_id"), p.get("composition") or ())
+                                                             for r, p in zip(runs, privs)],
+                                     epsilon, stated, total, common["chosen"]))  # its own cost: the others are there
     for i, run in enumerate(runs):
         spent = {"held_out": common["held_out"], "epsilon": epsilon, "delta": 0.0, "run_id": privs[i].get("run_id"),
                  "checkpoint_step": privs[i].get("checkpoint_step"), "chosen_run": common["chosen"].get("run", str(run))}
@@ -346,11 +434,23 @@ def main(argv=None) -> int:
     parser.add_argument("--n-synthetic", type=int, default=10000, help="samples drawn once, every curve applied")
     parser.add_argument("--k", type=int, default=3, help="neighbours of the recall manifold's radii")
     parser.add_argument("--seed", type=int, default=None, help="the samples' seed (default: the run's seed + 3)")
+    parser.add_argument("--record", action="store_true",
+                        help="no draw: add each run's selection.json to its data set's register of draws (a "
+                             "selection made before the register existed), so that later draws count it")
     parser.add_argument("--restate", action="store_true",
                         help="no draw: raise the epsilon_total of each run's selection.json (and of the runs scored "
                              "beside it) to what the release discloses as counted now (the earlier choices the runs' "
                              "settings carry); never lowers it, reads no private record")
     args = parser.parse_args(argv)
+    if args.record:
+        try:
+            for run in args.runs:
+                path, added = record(run)
+                print(json.dumps({"run": str(run), "register": str(path),
+                                  "recorded": "added" if added else "there already"}))
+        except (ValueError, KeyError, OSError) as err:
+            parser.exit(2, f"select_on_validation: {err}\n")
+        return 0
     if args.restate:
         try:
             for run in args.runs:

@@ -151,21 +151,27 @@ def selection_floor(run: Path, sel: dict):
     (``privacy.selection_cost`` in its config.yaml), those composed sequentially with the runs and the draw
     (dpgen.privacy.selection.scored_runs_epsilon). None when it cannot be recomputed (a file with neither the runs
     nor the run's composition it needs); a file of one run with no earlier choice: its ``epsilon`` (the parallel
-    case, trusted as before)."""
+    case, trusted as before). A file that lists a larger earlier cost of its own (``carried``: the data set's register
+    of earlier draws composed in) is held to that too."""
     from omegaconf import OmegaConf
 
     from dpgen.privacy.selection import scored_runs_epsilon, selection_cost_groups
 
     cfg_path = Path(run) / "config.yaml"
     earlier, pure = selection_cost_groups(OmegaConf.load(cfg_path).privacy) if cfg_path.exists() else ((), 0.0)
+    listed = sel.get("carried") or {}
+    costs = [(earlier, pure)]
+    if listed.get("trainings") or listed.get("pure_epsilon"):  # what the file itself says it composed (e.g. the
+        costs.append((tuple(tuple(t) for t in listed.get("trainings", ())),  # earlier draws of the data set's register)
+                      float(listed.get("pure_epsilon", 0.0))))
     try:
         if "runs" in sel:
             groups = [r["composition"] for r in sel["runs"]]
-        elif earlier or pure:
+        elif any(t or p for t, p in costs):
             groups = [sel["run_composition"]]
         else:
             return float(sel["epsilon"])
-        return scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), earlier, pure)
+        return max(scored_runs_epsilon(groups, float(sel["epsilon"]), float(sel["run_delta"]), t, p) for t, p in costs)
     except (KeyError, TypeError, ValueError):
         return None
 

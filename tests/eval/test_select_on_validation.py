@@ -288,13 +288,101 @@ def test_a_draw_among_runs_whose_settings_were_chosen_earlier_composes_that_choi
                                                            epsilon_total=total + 5)))
     assert sov.main(["--restate", str(winner)]) == 0
     assert json.loads((winner / "selection.json").read_text())["epsilon_total"] == total + 5
-    # one run alone: its own training, the earlier ones, and both selections
+    # one run alone beside the same held-out part: its own training, the earlier ones, both selections, and the
+    # draw among a and b that the data set's register recorded (its runs' trainings and its epsilon; the cost it
+    # carried is this run's own, counted once)
     c = _run(run_cli, tmp_path, "c", "dataset.validation=0.2", *cost)
     pc = json.loads((c / "metrics.json").read_text())["privacy"]
     assert sov.main([str(c), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
     sc = json.loads((c / "selection.json").read_text())
-    assert sc["epsilon_total"] == carried_epsilon(pc["composition"], [earlier], 1.5, delta)
+    assert sc["epsilon_total"] == carried_epsilon(pc["composition"], [earlier, *pa["composition"],
+                                                                      *pb["composition"]], 2.5, delta)
+    assert sc["earlier_draws"]["draws"][0]["runs"] == [str(a), str(b)] and "register" in sc["composition"]
     assert sc["run_composition"] == pc["composition"] and read_selection(c)["epsilon_total"] == sc["epsilon_total"]
     (c / "selection.json").write_text(json.dumps(dict(sc, epsilon_total=pc["epsilon_spent"])))
     with pytest.raises(ReleaseError, match="--restate"):
         read_selection(c)
+
+
+def test_a_draw_beside_another_folder_counts_the_data_sets_earlier_draws(run_cli, tmp_path, capsys):
+    """The held-out part is one public hash for every run of a data set (a larger fraction's part holds a smaller
+    one's): a draw on a run in a new folder composes the draws the data set's register recorded beside other
+    folders, unless the run's settings state at least their cost. --record adds a draw made before the register."""
+    import select_on_validation as sov
+
+    from dpgen.privacy.held_out_registry import read_draws
+    from dpgen.privacy.selection import carried_epsilon
+    from dpgen.release import read_selection
+
+    register = tmp_path / "held_out" / "digits.json"
+    a = _run(run_cli, tmp_path, "a", "dataset.validation=0.2")
+    pa = json.loads((a / "metrics.json").read_text())["privacy"]
+    assert sov.main([str(a), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sa = json.loads((a / "selection.json").read_text())
+    assert "carried" not in sa and "earlier_draws" not in sa  # the first draw on the data set: parallel, as before
+    (entry,) = read_draws(register)
+    assert entry["runs"] == [{"run": str(a), "run_id": sa["run_id"], "trainings": pa["composition"]}]
+    assert entry["epsilon"] == 1.0 and entry["epsilon_total"] == sa["epsilon_total"] and entry["validation"] == 0.2
+    assert set(entry) == {"when", "dataset", "validation", "runs", "epsilon", "carried", "epsilon_total", "chosen"}
+    # a run at another fraction in another folder: its held-out part holds a's, so the draw composes a's
+    b = _run(run_cli, tmp_path, "b", "dataset.validation=0.3")
+    pb = json.loads((b / "metrics.json").read_text())["privacy"]
+    assert sov.main([str(b), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sb = json.loads((b / "selection.json").read_text())
+    total = carried_epsilon(pb["composition"], pa["composition"], 2.0, pb["delta"])
+    assert sb["epsilon_total"] == total > pb["epsilon_spent"]
+    assert sb["carried"]["trainings"] == pa["composition"] and sb["carried"]["pure_epsilon"] == 1.0
+    assert sb["earlier_draws"]["counted"].startswith("composed") and str(register) in sb["carried"]["from"]
+    assert read_selection(b)["epsilon_total"] == total
+    # a file lowered to the run's own figure is refused: the floor holds it to the cost it lists
+    (b / "selection.json").write_text(json.dumps(dict(sb, epsilon_total=pb["epsilon_spent"])))
+    with pytest.raises(Exception, match="--restate"):
+        read_selection(b)
+    assert len(read_draws(register)) == 2
+    # settings that state at least the recorded cost count it already: nothing is added twice
+    stated = [*pa["composition"], *pb["composition"]]
+    cost = ["privacy.selected_on_private=a_test_choice", f"privacy.selection_cost.trainings={stated}",
+            "privacy.selection_cost.pure_epsilon=2.0"]
+    c = _run(run_cli, tmp_path, "c", "dataset.validation=0.1", *cost)
+    pc = json.loads((c / "metrics.json").read_text())["privacy"]
+    assert sov.main([str(c), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
+    sc = json.loads((c / "selection.json").read_text())
+    assert sc["epsilon_total"] == carried_epsilon(pc["composition"], stated, 3.0, pc["delta"])
+    assert sc["earlier_draws"]["counted"].startswith("already") and len(sc["earlier_draws"]["draws"]) == 2
+    # --record: a draw made before the register existed is added once
+    register.unlink()
+    capsys.readouterr()
+    assert sov.main(["--record", str(a), str(c)]) == 0 and sov.main(["--record", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert out.count('"recorded": "added"') == 2 and '"recorded": "there already"' in out
+    assert [d["runs"][0]["run"] for d in read_draws(register)] == [str(a), str(c)]
+
+
+def test_the_register_counts_each_run_and_cost_once_and_refuses_what_it_cannot_read(tmp_path):
+    from dpgen.privacy.held_out_registry import covers, dataset_key, earlier_cost, read_draws, record_draw
+
+    q = 0.01
+    d1 = {"runs": [{"run_id": "r1", "trainings": [[1.5, q, 100]]}, {"run_id": "r2", "trainings": [[2.0, q, 50]]}],
+          "epsilon": 1.0, "carried": {"trainings": [[1.2, q, 10]], "pure_epsilon": 0.5}, "chosen": {"sharpen": 0}}
+    d2 = {"runs": [{"run_id": "r2", "trainings": [[2.0, q, 50]]}, {"run_id": "r3", "trainings": [[1.0, q, 20]]}],
+          "epsilon": 0.5, "carried": {"trainings": [[1.2, q, 10]], "pure_epsilon": 0.5}, "chosen": {"sharpen": 8}}
+    t, p = earlier_cost([d1, d2])
+    assert sorted(t) == sorted([(1.5, q, 100), (2.0, q, 50), (1.2, q, 10), (1.0, q, 20)]) and p == 2.0
+    t, p = earlier_cost([d1, d2], exclude_runs=["r1"], already={"trainings": [[1.2, q, 10]], "pure_epsilon": 0.5})
+    assert sorted(t) == sorted([(2.0, q, 50), (1.0, q, 20)]) and p == 1.5
+    # covering: one to one, same rate and steps, a noise multiplier no larger (costing at least as much)
+    assert covers([[1.49, q, 100], [2.0, q, 50]], 1.0, [[1.5, q, 100], [2.0, q, 50]], 1.0)
+    assert not covers([[1.51, q, 100], [2.0, q, 50]], 1.0, [[1.5, q, 100], [2.0, q, 50]], 1.0)  # a larger noise
+    assert not covers([[1.0, q, 100]], 1.0, [[1.5, q, 100], [2.0, q, 50]], 1.0)  # one stated for two
+    assert not covers([[1.0, q, 99], [1.0, q, 50]], 1.0, [[1.5, q, 100], [2.0, q, 50]], 1.0)  # other steps
+    assert not covers([[1.5, q, 100], [2.0, q, 50]], 0.9, [[1.5, q, 100], [2.0, q, 50]], 1.0)  # less pure epsilon
+    assert covers([[1.0, q, 50], [1.9, q, 50]], 0.0, [[2.0, q, 50], [1.0, q, 50]], 0.0)  # matched in any order
+    # kept once; an unreadable register is refused, never read as empty
+    path = tmp_path / "held_out" / "x.json"
+    assert read_draws(path) == [] and record_draw(path, d1) and not record_draw(path, dict(d1))
+    assert record_draw(path, d2) and len(read_draws(path)) == 2
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_draws(path)
+    assert dataset_key("mnist") == "mnist" and dataset_key("npz", "/a/b.npz") != dataset_key("npz", "/a/c.npz")
+    assert "/" not in dataset_key("own/../x", "/a/b.npz")
