@@ -192,6 +192,20 @@ def with_earlier_draws(carried: dict, draws, run_ids, register) -> tuple:
     return merged, {"register": str(register), "draws": listed, "counted": "composed in (under 'carried')"}
 
 
+def _held_selection(run, option: str):
+    """(run, its selection.json, the selection) for ``option``, refused when there is none or it was made for other
+    weights than the run's checkpoint."""
+    from dpgen.tasks.finished_run import ReleaseError, check_describes_checkpoint
+
+    run = Path(run)
+    path = run / "selection.json"
+    if not path.exists():
+        raise ReleaseError(f"{path} does not exist: {option} takes a run that holds a selection")
+    sel = json.loads(path.read_text())
+    check_describes_checkpoint(run, sel, path)
+    return run, path, sel
+
+
 def restate(run: Path) -> dict:
     """Rewrite the epsilon_total of ``run``'s selection.json (and of every run scored beside it) when it is below
     what the release discloses as recomputed now (the earlier choices the runs' settings carry included): no new
@@ -199,16 +213,11 @@ def restate(run: Path) -> dict:
     from omegaconf import OmegaConf
 
     from dpgen.privacy.selection import scored_runs_epsilon
-    from dpgen.tasks.finished_run import ReleaseError, check_describes_checkpoint
+    from dpgen.tasks.finished_run import ReleaseError
     from dpgen.train.run_record import load_checkpoint_file
     from dpgen.utils.io import atomic_write_text
 
-    run = Path(run)
-    path = run / "selection.json"
-    if not path.exists():
-        raise ReleaseError(f"{path} does not exist: --restate takes a run that holds a selection")
-    sel = json.loads(path.read_text())
-    check_describes_checkpoint(run, sel, path)
+    run, path, sel = _held_selection(run, "--restate")
     folders = [Path(r["run"]) for r in sel["runs"]] if "runs" in sel else [run]
     if run.resolve() not in [f.resolve() for f in folders]:
         raise ReleaseError(f"{path} lists the runs {[str(f) for f in folders]}, and not {run}: restate it from the "
@@ -256,15 +265,10 @@ def record(run: Path) -> tuple:
     from omegaconf import OmegaConf
 
     from dpgen.privacy.held_out_registry import draw_entry, record_draw
-    from dpgen.tasks.finished_run import ReleaseError, check_describes_checkpoint
+    from dpgen.tasks.finished_run import ReleaseError
     from dpgen.train.run_record import load_checkpoint_file
 
-    run = Path(run)
-    path = run / "selection.json"
-    if not path.exists():
-        raise ReleaseError(f"{path} does not exist: --record takes a run that holds a selection")
-    sel = json.loads(path.read_text())
-    check_describes_checkpoint(run, sel, path)
+    run, path, sel = _held_selection(run, "--record")
     cfg = OmegaConf.load(run / "config.yaml")
     if "runs" in sel:
         scored = [(r["run"], r.get("run_id"), r.get("composition") or ()) for r in sel["runs"]]
