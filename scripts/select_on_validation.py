@@ -174,13 +174,17 @@ def with_earlier_draws(carried: dict, draws, run_ids, register) -> tuple:
 
     if not draws:
         return carried, None
+    # what the recorded draws cost: to be covered, the runs' stated cost must reach all of it (a preset that states
+    # the same earlier cost as a recorded draw counts that cost, not that draw's runs); composed, the cost the runs
+    # state already is not counted twice
+    whole = earlier_cost(draws, run_ids)
     trainings, pure = earlier_cost(draws, run_ids, carried)
     listed = [{"when": d.get("when"), "runs": [r.get("run") for r in d.get("runs", ())], "epsilon": d.get("epsilon"),
                "validation": d.get("validation")} for d in draws]
     stated_t, stated_p = (carried or {}).get("trainings", ()), float((carried or {}).get("pure_epsilon", 0.0))
     if not trainings and not pure:
         return carried, None
-    if carried and covers(stated_t, stated_p, trainings, pure):
+    if carried and covers(stated_t, stated_p, *whole):
         return carried, {"register": str(register), "draws": listed,
                          "counted": "already: the scored runs' settings state at least their cost"}
     merged = {"trainings": [*map(list, stated_t), *map(list, trainings)], "pure_epsilon": stated_p + pure,

@@ -386,3 +386,27 @@ def test_the_register_counts_each_run_and_cost_once_and_refuses_what_it_cannot_r
         read_draws(path)
     assert dataset_key("mnist") == "mnist" and dataset_key("npz", "/a/b.npz") != dataset_key("npz", "/a/c.npz")
     assert "/" not in dataset_key("own/../x", "/a/b.npz")
+
+
+def test_a_preset_that_states_an_earlier_cost_does_not_cover_the_draw_made_beside_its_runs(tmp_path):
+    """MNIST's case: dpsinkhorn_best_mnist states two earlier trainings and one selection; a draw among two runs of it
+    is recorded with that cost carried. A new draw beside a third run of the preset must compose the recorded draw's
+    two runs and its epsilon (the preset's two stated trainings are other runs with the same settings), and counts
+    the preset's own cost once; dpsinkhorn_best_mnist_push, which states all four trainings and both selections,
+    covers it."""
+    import select_on_validation as sov
+
+    g = [1.5998948172125125, 500 / 60000, 120000]
+    stated_g = [1.5998, 500 / 60000, 120000]
+    preset = {"trainings": [stated_g, stated_g], "pure_epsilon": 1.0, "from": "the preset"}
+    draw = {"runs": [{"run": "r0", "run_id": "a", "trainings": [g]}, {"run": "r2", "run_id": "b", "trainings": [g]}],
+            "epsilon": 1.0, "carried": {"trainings": [stated_g, stated_g], "pure_epsilon": 1.0}}
+    merged, said = sov.with_earlier_draws(preset, [draw], ["c"], tmp_path / "mnist.json")
+    assert said["counted"].startswith("composed")
+    assert sorted(map(tuple, merged["trainings"])) == sorted(map(tuple, [stated_g, stated_g, g, g]))
+    assert merged["pure_epsilon"] == 2.0  # the preset's selection and the recorded draw's, each once
+    push = {"trainings": [stated_g] * 4, "pure_epsilon": 2.0, "from": "the push preset"}
+    same, said = sov.with_earlier_draws(push, [draw], ["c"], tmp_path / "mnist.json")
+    assert same is push and said["counted"].startswith("already")
+    # the scored runs themselves are never counted as earlier ones
+    assert sov.with_earlier_draws({}, [draw], ["a", "b"], tmp_path / "mnist.json")[0]["trainings"] == [stated_g] * 2
