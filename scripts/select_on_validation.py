@@ -334,6 +334,8 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     many = len(runs) > 1
     if many:
         _same_held_out_part(runs, loaded)
+    # the data set's register of earlier draws, read (or refused) before any private record is
+    register, draws = held_out_register(loaded[0][0])
     pairs = [(i, c) for i in range(len(runs)) for c in curves]
 
     t0 = time.time()
@@ -358,7 +360,6 @@ def select(runs, candidates, epsilon: float, n_synthetic: int, k: int, seed=None
     privs = [p for _, _, _, p, _ in loaded]
     run_eps = float(privs[winner]["epsilon_spent"])
     stated = carried_cost([cfg for cfg, *_ in loaded])  # what the runs' settings say chose them
-    register, draws = held_out_register(loaded[0][0])
     carried, registered = with_earlier_draws(stated, draws, [p.get("run_id") for p in privs], register)
     if carried:
         total = scored_runs_epsilon([p["composition"] for p in privs], epsilon, float(privs[winner]["delta"]),

@@ -317,6 +317,14 @@ def test_a_draw_beside_another_folder_counts_the_data_sets_earlier_draws(run_cli
     register = tmp_path / "held_out" / "digits.json"
     a = _run(run_cli, tmp_path, "a", "dataset.validation=0.2")
     pa = json.loads((a / "metrics.json").read_text())["privacy"]
+    # a register that cannot be read stops the draw before any held-out record is read: never taken as empty
+    register.parent.mkdir(parents=True)
+    register.write_text("{not json")
+    with pytest.raises(SystemExit):
+        sov.main([str(a), "--candidates", "0", "8@0.3", "--n-synthetic", "300"])
+    assert "cannot be read" in capsys.readouterr().err and not (a / "selection.json").exists()
+    assert not (a / sov.SPENT).exists()
+    register.unlink()
     assert sov.main([str(a), "--candidates", "0", "8@0.3", "--n-synthetic", "300"]) == 0
     sa = json.loads((a / "selection.json").read_text())
     assert "carried" not in sa and "earlier_draws" not in sa  # the first draw on the data set: parallel, as before
