@@ -108,23 +108,42 @@ class DCGAN64Generator(ConditionalGenerator):
         return (self.net(x) + 1) / 2
 
 
+def dct_weights(k: int, taper: float = 0.0) -> torch.Tensor:
+    """``model.dct_taper``: the decode's weight of the DCT coefficient of frequency (u, v), u, v < k,
+    t_uv = (1 + sqrt(u^2 + v^2))^(-a) (a = ``taper``; 1 everywhere at a = 0, the DC coefficient 1 always), as a
+    [k, k] float64 tensor. A function of the band and the setting only: nothing read from data."""
+    u = torch.arange(k, dtype=torch.float64)
+    r = torch.sqrt(u.reshape(-1, 1) ** 2 + u.reshape(1, -1) ** 2)
+    return (1.0 + r).pow(-float(taper))
+
+
 class _DCTDecode:
     """The fixed decode shared by ``dct`` and ``model.dct_project``: the ``c k k`` lowest-frequency 2-D DCT-II
     coefficients per channel -> image (inverse DCT, then a clamp to [0, 1] with a straight-through gradient).
     The basis is a non-persistent float32 buffer scaled by sqrt(H W) / k (unit-variance codes give
-    unit-variance pixels); nothing in it is trainable or read from data."""
+    unit-variance pixels), each frequency's row weighted by :func:`dct_weights` (``model.dct_taper``; 1 without
+    it); nothing in it is trainable or read from data."""
 
-    def _init_dct(self, dct_size: int, name: str) -> None:
+    def _init_dct(self, dct_size: int, name: str, taper: float = 0.0) -> None:
         if len(self.out_shape) != 3:
             raise ValueError(f"{name} needs images (C, H, W), the dataset gives {self.out_shape}")
         c, h, w = self.out_shape
         k = int(dct_size) or min(10, h, w)  # 0: by the images' size (the own-data recipe)
         if not 1 <= k <= min(h, w):
             raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
-        self.k = k
-        # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k; float32 buffer
+        taper = float(taper)
+        if not (math.isfinite(taper) and taper >= 0):
+            raise ValueError(f"model.dct_taper={taper} is invalid: give a finite a >= 0 (0: no taper, every "
+                             "coefficient of the band decoded at weight 1)")
+        self.k, self.taper = k, taper
+        # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k, each row weighted by
+        # dct_weights(k, taper) (1 without a taper); float32 buffer
         basis = torch.einsum("ui,vj->uvij", dct_matrix(h)[:k], dct_matrix(w)[:k]).reshape(k * k, h * w)
+        weights = dct_weights(k, taper).reshape(k * k)
+        basis = basis * weights.reshape(k * k, 1).to(basis.dtype)
         self.register_buffer("basis", basis.float() * (math.sqrt(h * w) / k), persistent=False)
+        # project's scale per coefficient: a basis row's squared norm is t_uv^2 H W / k^2
+        self.register_buffer("project_scale", k * k / (h * w) / weights.pow(2), persistent=False)  # float64
 
     def decode(self, code: torch.Tensor) -> torch.Tensor:
         c, h, w = self.out_shape
@@ -143,9 +162,9 @@ class _DCTDecode:
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """The coefficients of images x [n, C, H, W] whose ``decode`` (before the clamp) is x's orthogonal
         projection onto the k x k lowest frequencies: the basis rows are orthogonal with squared norm
-        H W / k^2, so code = x basis^T k^2 / (H W)."""
+        t_uv^2 H W / k^2, so code = x basis^T k^2 / (H W t_uv^2)."""
         c, h, w = self.out_shape
-        code = x.reshape(x.shape[0], c, h * w) @ self.basis.t().to(x.dtype) * (self.k * self.k / (h * w))
+        code = (x.reshape(x.shape[0], c, h * w) @ self.basis.t().to(x.dtype)) * self.project_scale.to(x.dtype)
         return code.reshape(x.shape[0], c * self.k * self.k)
 
     def forward(self, z, y=None):
@@ -166,9 +185,9 @@ class DCTGenerator(_DCTDecode, ConditionalGenerator):
     """
 
     def __init__(self, code_dim=12, num_classes=10, out_shape=(1, 28, 28), dct_size: int = 10,
-                 hidden: Sequence[int] = (256, 256)):
+                 hidden: Sequence[int] = (256, 256), dct_taper: float = 0.0):
         super().__init__(code_dim, num_classes, out_shape)
-        self._init_dct(dct_size, "model.generator=dct")
+        self._init_dct(dct_size, "model.generator=dct", dct_taper)
         c = self.out_shape[0]
         dims = [self.code_dim + self.num_classes, *hidden]
         layers = []
@@ -189,10 +208,10 @@ class DCTProjectedGenerator(_DCTDecode, ConditionalGenerator):
     per-record gradient moves from its H x W pixels to the C k k coefficients, as with ``dct``. The
     projection has no parameters, so every trainable weight still sits before the barrier."""
 
-    def __init__(self, inner: ConditionalGenerator, dct_size: int = 10):
+    def __init__(self, inner: ConditionalGenerator, dct_size: int = 10, dct_taper: float = 0.0):
         super().__init__(inner.code_dim, inner.num_classes, inner.out_shape)
         self.inner = inner
-        self._init_dct(dct_size, "model.dct_project=true")
+        self._init_dct(dct_size, "model.dct_project=true", dct_taper)
 
     def draw(self, n: int, y=None, generator=None, device=None):
         return self.inner.draw(n, y, generator, device)
@@ -220,7 +239,12 @@ def default_generator(shape: Sequence[int]) -> str:
 def generator_from_config(model_cfg, out_shape, num_classes: int) -> ConditionalGenerator:
     """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct`` and ``model.dct_project``,
     which wraps the generator in :class:`DCTProjectedGenerator`)."""
-    kw = {"dct_size": int(model_cfg.dct_size)} if model_cfg.generator == "dct" else {}
+    taper = float(model_cfg.get("dct_taper", 0.0) or 0.0)  # an older run's config.yaml lacks the key
+    if taper and model_cfg.generator != "dct" and not bool(model_cfg.dct_project):
+        raise ValueError(f"model.dct_taper={taper} weights the DCT band of model.generator=dct or "
+                         f"model.dct_project=true; this run's generator is {model_cfg.generator!r} without "
+                         "dct_project: drop model.dct_taper or use a DCT generator")
+    kw = {"dct_size": int(model_cfg.dct_size), "dct_taper": taper} if model_cfg.generator == "dct" else {}
     upsample = str(model_cfg.upsample)
     name = default_generator(out_shape) if model_cfg.generator == "auto" else model_cfg.generator
     if name == "merf_conv":
@@ -234,7 +258,7 @@ def generator_from_config(model_cfg, out_shape, num_classes: int) -> Conditional
             raise ValueError("model.dct_project=true projects another generator's images onto DCT coefficients; "
                              "model.generator=dct emits them already: drop model.dct_project or pick another "
                              "generator (e.g. model.generator=dcgan)")
-        gen = DCTProjectedGenerator(gen, int(model_cfg.dct_size))
+        gen = DCTProjectedGenerator(gen, int(model_cfg.dct_size), taper)
     if str(model_cfg.init) == "dcgan":
         dcgan_init(gen)
     return gen

@@ -1013,6 +1013,62 @@ def test_dct_project_per_record_release_has_sensitivity_C_and_the_closed_form_eq
     assert max(shifts) <= clip * (1 + 1e-5) and max(shifts) > 0.9 * clip
 
 
+# ---- model.dct_taper: the band's coefficients weighted by frequency in the fixed decode ---------------------------
+
+
+def test_dct_taper_weights_the_decode_by_frequency_and_keeps_the_release_at_sensitivity_C():
+    """model.dct_taper=a: the decode of coefficient (u, v) is the untapered one times (1 + sqrt(u^2 + v^2))^-a
+    (DC at 1), project still inverts decode on the band, the closed-form per-record gradient equals autograd's,
+    and adding any record (far, or non-finite) moves the noise-free release by at most C, reaching it."""
+    from omegaconf import OmegaConf
+
+    from dpgen.config import ModelConfig
+    from dpgen.models import generator_from_config
+    from dpgen.models.generators import DCTGenerator, dct_weights
+
+    w = dct_weights(4, 1.0)
+    assert w[0, 0] == 1.0 and w[0, 1] == pytest.approx(0.5) and w[1, 1] == pytest.approx(1 / (1 + 2 ** 0.5))
+    assert torch.equal(dct_weights(4, 0.0), torch.ones(4, 4))
+    plain, tapered = DCTGenerator(dct_size=4, out_shape=(1, 8, 8)), DCTGenerator(dct_size=4, out_shape=(1, 8, 8),
+                                                                                   dct_taper=1.0)
+    code = torch.randn(3, 16, generator=torch.Generator().manual_seed(1)) * 0.1
+    assert torch.allclose(tapered.decode(code), plain.decode(code * w.reshape(1, 16).float()), atol=1e-6)
+    low = (torch.rand(3, 16) @ tapered.basis).reshape(3, 1, 8, 8)
+    assert torch.allclose((tapered.project(low) @ tapered.basis).reshape(3, 1, 8, 8), low, atol=1e-5)
+    # the decode's vjp is autograd's through the tapered decode
+    c = code.clone().requires_grad_(True)
+    g = torch.randn(3, 1, 8, 8)
+    (auto,) = torch.autograd.grad((tapered.decode(c) * g).sum(), c)
+    assert torch.allclose(tapered.decode_vjp(g), auto, atol=1e-5)
+    # the mechanism is unchanged: sensitivity C, closed form = autograd
+    clip = 0.5
+    torch.manual_seed(0)
+    gen = generator_from_config(OmegaConf.structured(ModelConfig(generator="dct", code_dim=6, dct_size=4,
+                                                                 dct_taper=1.0)), (1, 8, 8), 10)
+    assert gen.taper == 1.0 and torch.allclose(gen.basis, tapered.basis)
+    m = DPSinkhorn(_cfg(clip=clip, noise_multiplier=1.1, clip_mode="per_sample"), num_classes=10, data_dim=64,
+                   n_private=1000, steps=100, batch_size=4)
+    real, y = _batch(6, seed=2)
+    code, y_fake = gen.sample_code(5)
+    (fast,) = list(m.record_code_gradients(gen, code.detach(), y_fake, real, y))
+    c = code.detach().clone().requires_grad_(True)
+    ((_, _, slow),) = list(m.record_gradients(c, gen.decode(c), y_fake, real, y))
+    err = (fast - slow).flatten(1).norm(dim=1)
+    assert (err <= 1e-3 * slow.flatten(1).norm(dim=1) + 1e-6).all(), err
+    shifts = _added_record_shifts(m, gen, trials=20, seed=5)
+    assert max(shifts) <= clip * (1 + 1e-5) and max(shifts) > 0.9 * clip
+    with pytest.raises(ValueError, match="model.dct_taper=-1.0 is invalid"):
+        DCTGenerator(dct_size=4, out_shape=(1, 8, 8), dct_taper=-1.0)
+    with pytest.raises(ValueError, match="model.dct_taper=1.0 weights the DCT band"):
+        generator_from_config(OmegaConf.structured(ModelConfig(generator="mlp", code_dim=6, dct_taper=1.0)),
+                              (1, 8, 8), 10)
+    # model.dct_project takes it too
+    proj = generator_from_config(OmegaConf.structured(ModelConfig(generator="dcgan", code_dim=6, dct_size=4,
+                                                                  dct_project=True, dct_taper=0.5)), (1, 8, 8), 10)
+    assert proj.taper == 0.5 and torch.allclose(proj.basis, DCTGenerator(dct_size=4, out_shape=(1, 8, 8),
+                                                                         dct_taper=0.5).basis)
+
+
 @pytest.mark.parametrize("ds,preset", [("mnist", "mnist"), ("fashion_mnist", "fmnist")])
 def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset):
     """experiment=dpsinkhorn_best_<ds> is Table 1's best row (batch 200) with Poisson batches of 500, the batch
