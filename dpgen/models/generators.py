@@ -239,7 +239,7 @@ def default_generator(shape: Sequence[int]) -> str:
 def generator_from_config(model_cfg, out_shape, num_classes: int) -> ConditionalGenerator:
     """``make_generator`` with the ``model.*`` fields (``model.dct_size`` for ``dct`` and ``model.dct_project``,
     which wraps the generator in :class:`DCTProjectedGenerator`)."""
-    taper = float(model_cfg.get("dct_taper", 0.0) or 0.0)  # an older run's config.yaml lacks the key
+    taper = float(getattr(model_cfg, "dct_taper", 0.0) or 0.0)  # an older run's config.yaml lacks the key
     if taper and model_cfg.generator != "dct" and not bool(model_cfg.dct_project):
         raise ValueError(f"model.dct_taper={taper} weights the DCT band of model.generator=dct or "
                          f"model.dct_project=true; this run's generator is {model_cfg.generator!r} without "
