@@ -28,10 +28,17 @@ FOLDER = "held_out"
 
 Training = Tuple[float, float, int]
 
+#: data sets whose records are another's (a subset, or the same records at another size): their draws read that
+#: data set's people, so they share its register (``usps8``: USPS's first 1,437 training records at 8 x 8;
+#: ``celeba32``: CelebA at 32 x 32). ``mnist10k`` is MNIST's t10k file, none of MNIST's training records: its own.
+SAME_RECORDS = {"usps8": "usps", "celeba32": "celeba"}
+
 
 def dataset_key(name: str, path: Optional[str] = None) -> str:
-    """The registry's name for a data set: its ``dataset.name``, and for your own data (``dataset.path``) a digest of
-    the path you gave (a setting, not a record)."""
+    """The registry's name for a data set: its ``dataset.name`` (the data set whose records it holds, where
+    :data:`SAME_RECORDS` names one), and for your own data (``dataset.path``) a digest of the path you gave (a
+    setting, not a record)."""
+    name = SAME_RECORDS.get(str(name), name)
     base = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)) or "dataset"
     if path:
         base += "-" + hashlib.sha256(str(Path(str(path)).expanduser().resolve()).encode()).hexdigest()[:12]

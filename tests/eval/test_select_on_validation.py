@@ -393,6 +393,12 @@ def test_the_register_counts_each_run_and_cost_once_and_refuses_what_it_cannot_r
     with pytest.raises(ValueError, match="cannot be read"):
         read_draws(path)
     assert dataset_key("mnist") == "mnist" and dataset_key("npz", "/a/b.npz") != dataset_key("npz", "/a/c.npz")
+    # the same records at another size share one register; MNIST's t10k file (mnist10k) is other records
+    from dpgen.data import DATASETS
+    from dpgen.privacy.held_out_registry import SAME_RECORDS
+    assert dataset_key("usps8") == dataset_key("usps") and dataset_key("celeba32") == dataset_key("celeba")
+    assert dataset_key("mnist10k") != dataset_key("mnist")
+    assert all(k in DATASETS and v in DATASETS for k, v in SAME_RECORDS.items())
     assert "/" not in dataset_key("own/../x", "/a/b.npz")
 
 
