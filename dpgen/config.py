@@ -244,6 +244,10 @@ class PrivacyConfig:
     #: how this run's settings were chosen, when that looked at the private data or its test split (a
     #: conf/tuned/ preset says so): the privacy report lists it under not_covered. null: not tuned on them
     selected_on_private: Optional[str] = None
+    #: the data set whose records made that choice (a dataset.name, e.g. mnist). A run on other records (the preset
+    #: on USPS, or on your own data) states it under settings_chosen_on_other_records and carries nothing: the
+    #: choice read none of its records. null: the choice counts for every data set the preset runs on
+    selected_on: Optional[str] = None
     #: what that choice cost, where a DP mechanism made it (the report composes it with the run's ledger)
     selection_cost: SelectionCostConfig = field(default_factory=SelectionCostConfig)
 
@@ -268,6 +272,9 @@ class PrivacyConfig:
                               "privacy.secret_randomness=true (secure noise) or privacy.secure_rng=false "
                               "(reproducible noise)")
         cost = self.selection_cost
+        if self.selected_on is not None and not self.selected_on_private:
+            raise ConfigError(f"privacy.selected_on={self.selected_on!r} is set but privacy.selected_on_private is not: "
+                              "say in words how the settings were chosen on that data set's records")
         if cost.trainings or cost.pure_epsilon:
             if not self.selected_on_private:
                 raise ConfigError("privacy.selection_cost is set but privacy.selected_on_private is not: say in words "

@@ -147,7 +147,7 @@ def carried_cost(cfgs) -> dict:
 
     costs = []
     for cfg in cfgs:
-        cost = selection_cost_groups(cfg.privacy)
+        cost = selection_cost_groups(cfg.privacy, getattr(cfg, "dataset", None))
         if (cost[0] or cost[1]) and cost not in costs:
             costs.append(cost)
     if not costs:

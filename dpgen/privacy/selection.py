@@ -121,12 +121,36 @@ def _trainings_epsilon(trainings: Sequence[Sequence[float]], delta: float) -> fl
     return float(pld_epsilon(tuple(sorted(groups)), float(delta))) if groups else 0.0
 
 
-def selection_cost_groups(privacy_cfg):
+def choice_applies(privacy_cfg, dataset_cfg=None) -> bool:
+    """Whether the choice of a run's settings (``privacy.selected_on_private`` and its ``selection_cost``) read this
+    run's records: yes unless ``privacy.selected_on`` names a data set whose records are not the run's
+    (``dataset_cfg``: its name and path; the held-out register's :func:`dataset_key`, so USPS at 8 x 8 is USPS).
+    A choice made on MNIST's records carries nothing to a run of the same preset on USPS or on your own data."""
+    chosen_on = getattr(privacy_cfg, "selected_on", None)  # a saved config.yaml before the field: None
+    if not chosen_on or dataset_cfg is None:
+        return True
+    from dpgen.privacy.held_out_registry import dataset_key
+
+    return dataset_key(chosen_on) == dataset_key(getattr(dataset_cfg, "name", ""), getattr(dataset_cfg, "path", None))
+
+
+def other_records_note(privacy_cfg, dataset_cfg) -> Optional[str]:
+    """The line a run's report states (``settings_chosen_on_other_records``) when its settings were chosen on
+    another data set's records (:func:`choice_applies` false), else None."""
+    if choice_applies(privacy_cfg, dataset_cfg) or not getattr(privacy_cfg, "selected_on_private", None):
+        return None
+    return (f"the preset's settings were chosen on {privacy_cfg.selected_on}'s records ({privacy_cfg.selected_on_private})"
+            f"; this run trains on {getattr(dataset_cfg, 'name', '?')}'s, which that choice did not read: nothing "
+            "of its cost is carried")
+
+
+def selection_cost_groups(privacy_cfg, dataset_cfg=None):
     """``privacy.selection_cost`` of a run's (or preset's) privacy settings as ``(trainings, pure_epsilon)``: each
     earlier training a ``(noise multiplier, sample rate, steps)`` tuple; ``((), 0.0)`` when none is stated (a run
-    saved before the field existed included)."""
+    saved before the field existed included) or when the choice read none of the records of ``dataset_cfg`` (the
+    run's dataset settings: :func:`choice_applies`)."""
     cost = getattr(privacy_cfg, "selection_cost", None)  # dpgen.config.PrivacyConfig, or a saved config.yaml's
-    if cost is None:
+    if cost is None or not choice_applies(privacy_cfg, dataset_cfg):
         return (), 0.0
     trainings = tuple((float(t[0]), float(t[1]), int(t[2])) for t in (getattr(cost, "trainings", None) or ()))
     return trainings, float(getattr(cost, "pure_epsilon", None) or 0.0)
@@ -137,5 +161,6 @@ def choice_ratio_bound(epsilon: float) -> float:
     return math.exp(float(epsilon))
 
 
-__all__ = ["bounded_scores", "carried_epsilon", "choice_ratio_bound", "exponential_choice", "parallel_epsilon",
-           "scored_runs_epsilon", "selection_cost_groups", "selection_probabilities"]
+__all__ = ["bounded_scores", "carried_epsilon", "choice_applies", "choice_ratio_bound", "exponential_choice",
+           "other_records_note", "parallel_epsilon", "scored_runs_epsilon", "selection_cost_groups",
+           "selection_probabilities"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from dpgen.config import Config
-from dpgen.privacy.selection import selection_cost_groups
+from dpgen.privacy.selection import choice_applies, other_records_note, selection_cost_groups
 from dpgen.tasks.registry import TASKS
 
 
@@ -96,13 +96,17 @@ def _settings_choice(cfg: Config, out: Dict[str, Any]) -> Dict[str, Any]:
     from dpgen.privacy.ledger import RELATIONS
     from dpgen.privacy.report import RunFacts, settings_choice
 
-    if not cfg.privacy.selected_on_private:
+    elsewhere = other_records_note(cfg.privacy, cfg.dataset)
+    if elsewhere:
+        out["summary"] = {**out["summary"], "settings_chosen_on_other_records": elsewhere}
+        out["lines"].append(f"  {elsewhere}")
+    if not cfg.privacy.selected_on_private or not choice_applies(cfg.privacy, cfg.dataset):
         return out
     sm = out["summary"]
     z, q, steps = sm.get("noise_multiplier"), sm.get("sample_rate"), sm.get("steps")
     planned = {"private": True, "delta": float(cfg.privacy.delta), "neighbouring_relation": out["relation"],
                "composition": [[float(z), float(q), int(steps)]] if None not in (z, q, steps) else None}
-    earlier, earlier_pure = selection_cost_groups(cfg.privacy)
+    earlier, earlier_pure = selection_cost_groups(cfg.privacy, cfg.dataset)
     facts = RunFacts(n=int(cfg.dataset.n_train), poisson=out["relation"] == RELATIONS["poisson"],
                      selected_on_private=cfg.privacy.selected_on_private,
                      selection_trainings=earlier, selection_pure_epsilon=earlier_pure)

@@ -158,7 +158,8 @@ def selection_floor(run: Path, sel: dict):
     from dpgen.privacy.selection import scored_runs_epsilon, selection_cost_groups
 
     cfg_path = Path(run) / "config.yaml"
-    earlier, pure = selection_cost_groups(OmegaConf.load(cfg_path).privacy) if cfg_path.exists() else ((), 0.0)
+    saved = OmegaConf.load(cfg_path) if cfg_path.exists() else None
+    earlier, pure = selection_cost_groups(saved.privacy, saved.get("dataset")) if saved is not None else ((), 0.0)
     listed = sel.get("carried") or {}
     costs = [(earlier, pure)]
     if listed.get("trainings") or listed.get("pure_epsilon"):  # what the file itself says it composed (e.g. the

@@ -44,7 +44,7 @@ def privacy_settings(cfg, *, n_private: int, calibration_steps: int, task_keys: 
     """
     dataset = {k: v for k, v in (_plain(cfg.dataset) or {}).items() if k not in _LOCATION_KEYS}
     privacy = {k: v for k, v in (_plain(cfg.privacy) or {}).items() if k not in ("cross_check", "selected_on_private",
-                                                                                     "selection_cost")}
+                                                                                     "selected_on", "selection_cost")}
     task = _plain(cfg.task) or {}
     s = {"method": _plain(cfg.method), "privacy": privacy, "dataset": dataset,
          "trainer": {"batch_size": int(cfg.trainer.batch_size)},

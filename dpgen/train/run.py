@@ -39,23 +39,25 @@ def privacy_block(cfg, method, task) -> Dict[str, Any]:
     release, a sweep row and a table cell read: dpgen.train.run_record): the method's report with the run's
     facts in the wording of the privacy library (:func:`dpgen.privacy.report.run_report`), the task's evaluation
     that reads the training records among them."""
-    from dpgen.privacy.selection import selection_cost_groups
+    from dpgen.privacy.selection import choice_applies, other_records_note, selection_cost_groups
     from dpgen.privacy.report import RunFacts, run_report
 
     ds = cfg.dataset
-    earlier, earlier_pure = selection_cost_groups(cfg.privacy)
+    earlier, earlier_pure = selection_cost_groups(cfg.privacy, ds)
     facts = RunFacts(
         n=int(task.n_private), poisson=method.sampling == "poisson",
         counted_n_from=str(ds.path) if ds.n_train_counted else None,
         validation=float(ds.validation),
         own_data=str(ds.path) if ds.path else None,
         own_test_held_out=bool(ds.path) and not own_test_split(cfg),
-        selected_on_private=cfg.privacy.selected_on_private,
+        selected_on_private=cfg.privacy.selected_on_private if choice_applies(cfg.privacy, ds) else None,
         selection_trainings=earlier, selection_pure_epsilon=earlier_pure,
         secret_randomness=bool(cfg.privacy.secret_randomness),
         secure_rng=bool(cfg.privacy.secure_rng),
         train_split_fidelity=task.reads_training_records(cfg))
-    return run_report(method.privacy_report(), facts)
+    report = run_report(method.privacy_report(), facts)
+    elsewhere = other_records_note(cfg.privacy, ds)
+    return {**report, "settings_chosen_on_other_records": elsewhere} if elsewhere else report
 
 
 def own_test_split(cfg) -> bool:

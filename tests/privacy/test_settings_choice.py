@@ -148,3 +148,35 @@ def test_task_accounting_states_the_choice_and_its_epsilon(tmp_path, monkeypatch
     assert record["epsilon"] == pytest.approx(10, abs=1e-3)
     assert record["epsilon_with_settings_choice"] == pytest.approx(21.08, abs=0.01)
     assert "with that choice (privacy.selection_cost): epsilon 21.08" in out
+
+
+def test_the_choice_carries_nothing_to_a_run_on_other_records(tmp_path, monkeypatch, capsys):
+    """privacy.selected_on: the MNIST preset's curve was drawn on MNIST's records, so the same preset on USPS (the
+    public proxy) or on your own data reads none of them: its accounting states no epsilon with the choice and says
+    why, while on MNIST (and on a held-out fraction of it) the cost is carried. Failing before 2026-12-08: the proxy's
+    runs stated MNIST's cost composed into USPS's epsilon (47.47 at 14,582 steps)."""
+    from types import SimpleNamespace
+
+    from dpgen.config import compose_config
+    from dpgen.privacy.selection import choice_applies, selection_cost_groups
+    from dpgen.tasks.accounting import run_accounting
+
+    monkeypatch.setenv("DPGEN_DATA_ROOT", str(tmp_path))
+    record = run_accounting(compose_config(["experiment=dpsinkhorn_best_mnist", "task=accounting", "dataset=usps",
+                                            "+dataset.options.resize=20", "+dataset.options.pad=4"]))
+    out = capsys.readouterr().out
+    assert "epsilon_with_settings_choice" not in record
+    assert "chosen on mnist's records" in record["settings_chosen_on_other_records"]
+    assert "this run trains on usps's" in out and "with that choice" not in out
+    cfg = compose_preset("dpsinkhorn_best_mnist")
+    assert cfg.privacy.selected_on == "mnist"
+    mnist, own = SimpleNamespace(name="mnist", path=None), SimpleNamespace(name="folder", path="/data/mine")
+    assert choice_applies(cfg.privacy, mnist) and not choice_applies(cfg.privacy, own)
+    assert selection_cost_groups(cfg.privacy, own) == ((), 0.0)
+    assert len(selection_cost_groups(cfg.privacy, mnist)[0]) == 2
+    assert selection_cost_groups(cfg.privacy) == selection_cost_groups(cfg.privacy, mnist)  # no data set: carried
+    # the push preset inherits it; the epsilon-1 presets choose nothing on records
+    assert compose_preset("dpsinkhorn_best_mnist_push").privacy.selected_on == "mnist"
+    assert compose_preset("dpsinkhorn_best_mnist_eps1").privacy.selected_on is None
+    with pytest.raises(ConfigError, match="selected_on='mnist' is set but privacy.selected_on_private is not"):
+        compose_preset("dpsinkhorn_best_mnist_eps1", ["privacy.selected_on=mnist"])
