@@ -551,11 +551,11 @@ class ModelConfig:
     #: any other image generator (e.g. dcgan): project its output onto the dct_size x dct_size lowest DCT
     #: frequencies, decoded as dct decodes; DP-Sinkhorn's hook and per-record gradient then sit on the coefficients
     dct_project: bool = False
-    #: generator=dct, or dct_project=true: a >= 0, the fixed decode weights the band's coefficient of frequency
-    #: (u, v) by (1 + sqrt(u^2 + v^2))^(-a) (dpgen.models.generators.dct_weights): DP-Sinkhorn's per-record
-    #: gradient then spends its clipped norm mostly on the low frequencies, and the noise reaches frequency
-    #: (u, v) scaled by the same weight. 0: no taper (every measured row before 2026-12-08). The mechanism does
-    #: not change (the decode stays fixed and parameter-free)
+    #: generator=dct, or dct_project=true: a (any finite number), the fixed decode weights the band's coefficient
+    #: of frequency (u, v) by (1 + sqrt(u^2 + v^2))^(-a) (dpgen.models.generators.dct_weights): with a > 0
+    #: DP-Sinkhorn's per-record gradient spends its clipped norm mostly on the low frequencies (a < 0: on the
+    #: high ones), and the noise reaches frequency (u, v) scaled by the same weight. 0: no taper (every measured
+    #: row before 2026-12-08). The mechanism does not change (the decode stays fixed and parameter-free)
     dct_taper: float = 0.0
     #: merf_conv's two x2 upsamplings: nearest (dpgen's default, every measured Table 2 row) or bilinear
     #: (corners aligned: DP-MERF's own generator, which DP-SWD's Table 3 says it reused)

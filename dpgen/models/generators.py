@@ -110,7 +110,8 @@ class DCGAN64Generator(ConditionalGenerator):
 
 def dct_weights(k: int, taper: float = 0.0) -> torch.Tensor:
     """``model.dct_taper``: the decode's weight of the DCT coefficient of frequency (u, v), u, v < k,
-    t_uv = (1 + sqrt(u^2 + v^2))^(-a) (a = ``taper``; 1 everywhere at a = 0, the DC coefficient 1 always), as a
+    t_uv = (1 + sqrt(u^2 + v^2))^(-a) (a = ``taper``, any finite number: 1 everywhere at a = 0, the high
+    frequencies weighted down for a > 0 and up for a < 0, the DC coefficient 1 always), as a
     [k, k] float64 tensor. A function of the band and the setting only: nothing read from data."""
     u = torch.arange(k, dtype=torch.float64)
     r = torch.sqrt(u.reshape(-1, 1) ** 2 + u.reshape(1, -1) ** 2)
@@ -132,9 +133,9 @@ class _DCTDecode:
         if not 1 <= k <= min(h, w):
             raise ValueError(f"model.dct_size={k} is invalid for {h} x {w} images: give 1 <= k <= {min(h, w)}")
         taper = float(taper)
-        if not (math.isfinite(taper) and taper >= 0):
-            raise ValueError(f"model.dct_taper={taper} is invalid: give a finite a >= 0 (0: no taper, every "
-                             "coefficient of the band decoded at weight 1)")
+        if not math.isfinite(taper):
+            raise ValueError(f"model.dct_taper={taper} is invalid: give a finite a (0: no taper, every coefficient of "
+                             "the band decoded at weight 1; a > 0 weights the high frequencies down, a < 0 up)")
         self.k, self.taper = k, taper
         # image = coefficients of the basis images outer(D_h[u], D_w[v]), u, v < k, each row weighted by
         # dct_weights(k, taper) (1 without a taper); float32 buffer

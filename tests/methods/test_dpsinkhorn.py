@@ -1057,8 +1057,9 @@ def test_dct_taper_weights_the_decode_by_frequency_and_keeps_the_release_at_sens
     assert (err <= 1e-3 * slow.flatten(1).norm(dim=1) + 1e-6).all(), err
     shifts = _added_record_shifts(m, gen, trials=20, seed=5)
     assert max(shifts) <= clip * (1 + 1e-5) and max(shifts) > 0.9 * clip
-    with pytest.raises(ValueError, match="model.dct_taper=-1.0 is invalid"):
-        DCTGenerator(dct_size=4, out_shape=(1, 8, 8), dct_taper=-1.0)
+    with pytest.raises(ValueError, match="model.dct_taper=nan is invalid"):
+        DCTGenerator(dct_size=4, out_shape=(1, 8, 8), dct_taper=float("nan"))
+    assert dct_weights(4, -0.5)[3, 3] == pytest.approx((1 + 18 ** 0.5) ** 0.5)  # a < 0: the high frequencies up
     with pytest.raises(ValueError, match="model.dct_taper=1.0 weights the DCT band"):
         generator_from_config(OmegaConf.structured(ModelConfig(generator="mlp", code_dim=6, dct_taper=1.0)),
                               (1, 8, 8), 10)
