@@ -135,6 +135,8 @@ def datasheet(cfg, metrics: Dict[str, Any], run: Path, n: int, seed: int, device
         "epsilon_budget": rep.epsilon_budget,
         # the run with the DP mechanisms that chose its preset's settings (privacy.selection_cost), where stated
         "epsilon_with_settings_choice": p.get("epsilon_with_settings_choice"),
+        # a preset whose settings were chosen on another data set's records (privacy.selected_on): nothing carried
+        "settings_chosen_on_other_records": p.get("settings_chosen_on_other_records"),
         "accountant": rep.accountant,
         "neighbouring_relation": rep.relation,
         # z (the Gaussian's std over the release's sensitivity) and that std in the released quantity's units
@@ -251,6 +253,8 @@ def _markdown(sheet: Dict[str, Any]) -> str:
         *([("epsilon with the choice of the settings", f"{sheet['epsilon_with_settings_choice']:.4f} (this run and "
             "the mechanisms that chose its preset's settings on these records: not covered, below)")]
           if isinstance(sheet.get("epsilon_with_settings_choice"), (int, float)) else []),
+        *([("settings chosen on other records", sheet["settings_chosen_on_other_records"])]
+          if sheet.get("settings_chosen_on_other_records") else []),
         ("accountant", sheet["accountant"]),
         ("noise multiplier / noise std", " / ".join("n/a" if sheet.get(k) is None else f"{sheet[k]:.4g}"
                                                     for k in ("noise_multiplier", "noise_std"))),
