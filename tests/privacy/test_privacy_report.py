@@ -235,5 +235,11 @@ def test_the_datasheet_states_both_noise_facts_or_null(tmp_path):
     sheet = release.datasheet(cfg, {**NEW, "method": "dpsinkhorn"}, run, 10, 2, "cpu", files, known)
     assert (sheet["noise_multiplier"], sheet["noise_std"]) == (1.1, 0.55)
     assert "| noise multiplier / noise std | 1.1 / 0.55 |" in release._markdown(sheet)
+    assert sheet["settings_chosen_on_other_records"] is None and "other records" not in release._markdown(sheet)
+    # a preset whose settings were chosen on another data set's records (privacy.selected_on) says so
+    elsewhere = {**known, "settings_chosen_on_other_records": "chosen on mnist's records; this run trains on usps's"}
+    sheet = release.datasheet(cfg, NEW, run, 10, 2, "cpu", files, elsewhere)
+    assert "| settings chosen on other records | chosen on mnist's records; this run trains on usps's |" in \
+        release._markdown(sheet)
     with pytest.raises(PrivacyReportError, match="epsilon_spent"):
         release.datasheet(cfg, NEW, run, 10, 2, "cpu", files, {"private": True, "delta": 1e-5})
