@@ -1108,6 +1108,8 @@ def test_best_preset_is_the_table1_batch_200_row_with_batches_of_500(ds, preset)
     assert row["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
     earlier = [[1.5998, 500 / 60000, 120000]] * 2 if preset == "mnist" else [[1.2233, 500 / 60000, 60000]]
     assert cost == {"trainings": earlier, "pure_epsilon": 1.0}
+    # the data set whose records made the choice: a run of the preset on other records carries none of it
+    assert (best["privacy"].pop("selected_on"), row["privacy"].pop("selected_on")) == (ds, None)
     assert best == row
     assert best["dataset"]["name"] == ds
 
@@ -1155,6 +1157,7 @@ def test_best_mnist_eps1_preset_differs_from_epsilon_10s_only_where_chosen_at_ep
     assert one["privacy"].pop("selected_on_private") is None and ten["privacy"].pop("selected_on_private")
     assert one["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
     ten["privacy"].pop("selection_cost")
+    assert (ten["privacy"].pop("selected_on"), one["privacy"].pop("selected_on")) == ("mnist", None)
     curve = (one["model"].pop("sharpen"), one["model"].pop("sharpen_at"))
     assert (ten["model"].pop("sharpen"), ten["model"].pop("sharpen_at")) == (32.0, 0.4) and curve != (32.0, 0.4)
     assert one == ten
@@ -1179,6 +1182,7 @@ def test_best_fmnist_eps1_preset_takes_the_digit_proxys_epsilon_1_picks_and_noth
     assert one["privacy"].pop("selected_on_private") is None and ten["privacy"].pop("selected_on_private")
     assert one["privacy"].pop("selection_cost") == {"trainings": [], "pure_epsilon": 0.0}
     ten["privacy"].pop("selection_cost")
+    assert (ten["privacy"].pop("selected_on"), one["privacy"].pop("selected_on")) == ("fashion_mnist", None)
     curve = (one["model"].pop("sharpen"), one["model"].pop("sharpen_at"))
     assert curve == (digits.model.sharpen, digits.model.sharpen_at) == (16.0, 0.4)
     assert ten["model"].pop("sharpen") is None
